@@ -1,0 +1,67 @@
+# writerlock: `make run` runs the demo on a temporary SQLite database;
+# `make test` installs what the tests need and runs every test.
+SHELL := /bin/bash
+CARGO ?= cargo
+PREFIX ?= /usr/local
+VENV ?= $(CURDIR)/.venv
+export PATH := $(CURDIR)/.tools/bin:$(PATH)
+
+.PHONY: deps build run test test-all test-rust test-c test-php test-python test-cli \
+        check-header header install bench lint fmt clean
+
+## deps: install missing Debian packages (as root) and the project venv.
+deps:
+	@tests/deps.sh
+
+## build: the core, the C library and the command, optimised.
+build:
+	$(CARGO) build --release -p writerlock -p writerlock-c -p writerlock-cli
+
+## run: the main job, the contention demo on a temporary SQLite database.
+run: build
+	target/release/writerlock demo
+
+## test: everything, against a throwaway PostgreSQL cluster.
+test: deps
+	@tests/with-postgres.sh $(MAKE) --no-print-directory test-all
+
+test-all: lint check-header test-rust test-c test-cli test-php test-python
+
+test-rust:
+	$(CARGO) test -p writerlock
+
+test-c:
+	@bindings/tests/run.sh
+
+test-cli:
+	$(CARGO) test -p writerlock-cli
+
+test-php:
+	@php-ext/tests/run.sh
+
+test-python:
+	@python/tests/run.sh
+
+## lint: formatting and clippy over the whole workspace.
+lint:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+## header: regenerate include/writerlock.h; check-header fails on drift.
+header:
+	cbindgen --config bindings/cbindgen.toml --crate writerlock-c --output include/writerlock.h bindings
+
+check-header:
+	@bindings/check-header.sh
+
+## install: libraries, header and pkg-config file under PREFIX.
+install: build
+	@bindings/install.sh "$(PREFIX)"
+
+## bench: measured figures, side by side (QUICK=1 for a short run).
+bench: build
+	@bench/run.sh
+
+clean:
+	$(CARGO) clean
+	rm -rf .venv .tools

@@ -1,0 +1,275 @@
+//! Errors of the SQLite write queue.
+//!
+//! Every message a user can see says what happened and, where there is
+//! something to do, what to do. The texts of [`Busy`] and
+//! [`Error::NotStarted`] are an interface: administrators grep for them in
+//! `var/log/error.log`, so they never change.
+
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The result type of the write queue.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What was waiting when a wait limit ran out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BusyKind {
+    /// A transaction waited for its turn (`begin`).
+    Transaction,
+    /// A single write statement outside a transaction waited for its turn.
+    Statement,
+}
+
+/// A wait limit ran out before the writer got its turn; nothing was written.
+///
+/// Displays as one of the two fixed messages, for example
+/// `database is busy: the transaction could not start within 25 s (waited 25.0 s,
+/// [DatabaseSettings] SQLiteTransactionWait), another write held the lock all that
+/// time; nothing was written`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Busy {
+    /// Whether a transaction or a single statement was waiting.
+    pub kind: BusyKind,
+    /// How long the writer waited, wall clock.
+    pub waited: Duration,
+    /// The limit it was given.
+    pub limit: Duration,
+    /// The name of the setting the limit came from, quoted in the message.
+    pub setting: String,
+    /// The process that held the writer lock when the wait gave up, where
+    /// `/proc/locks` shows one.
+    pub holder_pid: Option<u32>,
+}
+
+/// Formats a limit in seconds the way the messages quote it: `25`, `1.5`.
+pub(crate) fn format_limit(limit: Duration) -> String {
+    let millis = limit.as_millis();
+    if millis % 1000 == 0 {
+        format!("{}", millis / 1000)
+    } else {
+        let text = format!("{:.3}", limit.as_secs_f64());
+        text.trim_end_matches('0').trim_end_matches('.').to_string()
+    }
+}
+
+impl fmt::Display for Busy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let limit = format_limit(self.limit);
+        let waited = self.waited.as_secs_f64();
+        match self.kind {
+            BusyKind::Transaction => write!(
+                f,
+                "database is busy: the transaction could not start within {limit} s \
+                 (waited {waited:.1} s, {}), another write held the lock all that time; \
+                 nothing was written",
+                self.setting
+            ),
+            BusyKind::Statement => write!(
+                f,
+                "database is busy: the statement waited {waited:.1} s for another write to end \
+                 (limit {limit} s, {}) and was not run; nothing was written",
+                self.setting
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Busy {}
+
+/// A failure reported by SQLite itself: its result code and message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct SqliteFailure {
+    /// SQLite's (possibly extended) result code, such as 5 for `SQLITE_BUSY`.
+    pub code: i32,
+    /// SQLite's message, as `sqlite3_errmsg` gives it.
+    pub message: String,
+}
+
+impl SqliteFailure {
+    /// Makes a failure from a result code and a message.
+    pub fn new(code: i32, message: impl Into<String>) -> Self {
+        SqliteFailure {
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// The primary result code (the low byte of an extended code).
+    pub fn primary_code(&self) -> i32 {
+        self.code & 0xff
+    }
+
+    /// True for `SQLITE_BUSY` and `SQLITE_LOCKED`: another connection holds a
+    /// lock this statement needs.
+    pub fn is_busy(&self) -> bool {
+        matches!(self.primary_code(), 5 | 6)
+    }
+}
+
+/// Everything that can go wrong in the write queue.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The wait limit ran out; nothing was written.
+    #[error("{0}")]
+    Busy(Busy),
+
+    /// `BEGIN IMMEDIATE` failed for a reason other than a busy database;
+    /// the turn was given back and nothing was written.
+    #[error("the transaction could not start: {}; nothing was written", .failure.message)]
+    NotStarted {
+        /// What SQLite reported.
+        failure: SqliteFailure,
+    },
+
+    /// A statement failed in SQLite (COMMIT, ROLLBACK or a queued statement).
+    #[error("{statement} failed: {}", .failure.message)]
+    Sqlite {
+        /// What ran: `COMMIT`, `ROLLBACK` or `the statement`.
+        statement: &'static str,
+        /// What SQLite reported.
+        failure: SqliteFailure,
+    },
+
+    /// A lock file next to the database could not be opened.
+    #[error(
+        "could not open the writer lock file {}: {source}; check that the database's \
+         directory exists and that this user may read it",
+        .path.display()
+    )]
+    LockFile {
+        /// The lock file.
+        path: PathBuf,
+        /// Why the open failed.
+        #[source]
+        source: io::Error,
+    },
+
+    /// `flock()` itself failed (not a held lock: an error of the system call).
+    #[error(
+        "flock() failed on {}: {source}; the file system may not support file locks, \
+         keep the database on a local disk",
+        .path.display()
+    )]
+    Flock {
+        /// The lock file.
+        path: PathBuf,
+        /// What the system call reported.
+        #[source]
+        source: io::Error,
+    },
+
+    /// The calling thread already holds this queue's turn.
+    #[error(
+        "this writer queue already holds the writer turn for this thread; \
+         commit or roll back the open transaction before beginning another"
+    )]
+    AlreadyHolding,
+
+    /// COMMIT or ROLLBACK was asked of a queue that holds no turn.
+    #[error(
+        "there is no queued transaction to end: this writer queue does not hold the writer turn; \
+         call begin() first"
+    )]
+    NotHolding,
+
+    /// The connection was already inside a transaction when `begin` was called.
+    #[error(
+        "the connection is already inside a transaction; end it (COMMIT or ROLLBACK) before \
+         beginning a queued one, and open the connection in autocommit mode"
+    )]
+    InTransaction,
+
+    /// An argument from the caller was unusable (the C and script bindings
+    /// report bad input through this).
+    #[error("invalid argument {name}: {reason}")]
+    InvalidArgument {
+        /// The argument's name.
+        name: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+impl Error {
+    /// SQLite's result code, where SQLite reported the failure.
+    pub fn sqlite_error_code(&self) -> Option<i32> {
+        match self {
+            Error::NotStarted { failure } | Error::Sqlite { failure, .. } => Some(failure.code),
+            Error::Busy(_) => Some(5),
+            _ => None,
+        }
+    }
+
+    /// The [`Busy`] details when this is a wait that ran out.
+    pub fn busy(&self) -> Option<&Busy> {
+        match self {
+            Error::Busy(busy) => Some(busy),
+            _ => None,
+        }
+    }
+}
+
+impl From<Busy> for Error {
+    fn from(busy: Busy) -> Self {
+        Error::Busy(busy)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transaction_message_is_the_seed_text() {
+        let busy = Busy {
+            kind: BusyKind::Transaction,
+            waited: Duration::from_millis(25_040),
+            limit: Duration::from_secs(25),
+            setting: "[DatabaseSettings] SQLiteTransactionWait".into(),
+            holder_pid: Some(42),
+        };
+        assert_eq!(
+            busy.to_string(),
+            "database is busy: the transaction could not start within 25 s (waited 25.0 s, \
+             [DatabaseSettings] SQLiteTransactionWait), another write held the lock all that \
+             time; nothing was written"
+        );
+    }
+
+    #[test]
+    fn statement_message_is_the_seed_text() {
+        let busy = Busy {
+            kind: BusyKind::Statement,
+            waited: Duration::from_millis(5_010),
+            limit: Duration::from_millis(5000),
+            setting: "[DatabaseSettings] SQLiteBusyTimeout".into(),
+            holder_pid: None,
+        };
+        assert_eq!(
+            busy.to_string(),
+            "database is busy: the statement waited 5.0 s for another write to end (limit 5 s, \
+             [DatabaseSettings] SQLiteBusyTimeout) and was not run; nothing was written"
+        );
+    }
+
+    #[test]
+    fn not_started_message() {
+        let e = Error::NotStarted {
+            failure: SqliteFailure::new(26, "file is not a database"),
+        };
+        assert_eq!(
+            e.to_string(),
+            "the transaction could not start: file is not a database; nothing was written"
+        );
+    }
+
+    #[test]
+    fn fractional_limits() {
+        assert_eq!(format_limit(Duration::from_millis(1500)), "1.5");
+        assert_eq!(format_limit(Duration::from_millis(250)), "0.25");
+        assert_eq!(format_limit(Duration::from_secs(300)), "300");
+    }
+}

@@ -1,0 +1,466 @@
+//! The hand-off page: waking the next writer in microseconds, in arrival
+//! order.
+//!
+//! The seed's queue polls every 1 to 15 ms and makes a writer that comes
+//! back while others wait sleep a fixed 30 ms, which caps a contended
+//! database at about 33 commits per second per writer. This module adds a
+//! small shared page, mapped from `<db>.writer-queue` (writers that only
+//! `flock()` that file never look at its content), through which a releasing
+//! writer wakes the oldest waiter with a futex.
+//!
+//! The page is only a hint. `flock()` on `.writer-lock` stays the one truth
+//! about who holds the turn, so a crash still frees it, and writers that do
+//! not know the page (another program, an older driver) still exclude and
+//! are still waited for by polling. Every futex wait has a timeout, so a
+//! lost wake-up costs at most one poll interval, never a stall.
+//!
+//! Layout (version [`LAYOUT_VERSION`], 16 KiB): a 64-byte header, then 255
+//! slots of 64 bytes, one per waiting writer. A waiter claims a free slot,
+//! draws a ticket from the header's counter and sleeps on its slot's futex
+//! word; only the waiter with the lowest live ticket (the head) tries the
+//! lock. Each claimed slot is backed by an open-file-description lock on
+//! one byte of the queue file (beyond the page), which the kernel drops when
+//! the waiter dies, so a `kill -9`'d waiter is recognised and skipped.
+
+use std::io;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::Duration;
+
+use crate::lockfiles::{try_flock, Flock};
+use crate::queue::{join_queue, leave_queue, poll_lock, FilesView, Gave};
+use crate::wait::{poll_pause, Deadline, YIELD};
+
+/// The page's identifying word: "WLQP" and the layout version. A page whose
+/// word differs is a foreign layout and is ignored (the writer polls).
+pub const LAYOUT_VERSION: u32 = 1;
+const MAGIC: u64 = 0x574C_5150;
+const IDENTITY: u64 = (MAGIC << 32) | LAYOUT_VERSION as u64;
+/// Bytes the page takes at the start of the queue file.
+pub const PAGE_BYTES: usize = 16 * 1024;
+/// Waiters the page can hold; more wait by polling.
+pub const SLOTS: usize = 255;
+/// Where the per-slot liveness bytes start in the queue file.
+const LIVENESS_BASE: i64 = 1 << 20;
+/// How often a waiter that is not at the head checks that the head is alive.
+const RECHECK: Duration = Duration::from_millis(20);
+/// A free lock nobody has taken for this long lets any waiter try it (a
+/// head that stopped without dying, such as a SIGSTOPped process).
+const STALL_AFTER: Duration = Duration::from_millis(50);
+
+#[repr(C, align(64))]
+struct Header {
+    identity: AtomicU64,
+    next_ticket: AtomicU64,
+    /// Bumped by every page-aware writer that takes the lock (a futex word
+    /// for yielding writers).
+    acquired: AtomicU32,
+    /// Bumped by every page-aware release.
+    released: AtomicU32,
+    /// CLOCK_MONOTONIC microseconds of the last acquisition or release.
+    active_at_us: AtomicU64,
+    /// Writers sleeping on `acquired`.
+    yielders: AtomicU32,
+    /// One past the highest slot index ever claimed (bounds the scans).
+    high_water: AtomicU32,
+}
+
+#[repr(C, align(64))]
+struct Slot {
+    /// Futex word: bumped to wake this slot's waiter.
+    word: AtomicU32,
+    /// The waiter's pid; 0 when the slot is free.
+    pid: AtomicU32,
+    /// The waiter's ticket; 0 until published.
+    ticket: AtomicU64,
+}
+
+#[repr(C)]
+struct Layout {
+    header: Header,
+    slots: [Slot; SLOTS],
+}
+
+const _: () = assert!(std::mem::size_of::<Layout>() == PAGE_BYTES);
+
+/// A mapping of the hand-off page, owned by one [`crate::lockfiles::LockFiles`].
+#[derive(Debug)]
+pub struct Page {
+    ptr: *mut Layout,
+    fd: i32,
+}
+
+// SAFETY: the mapping is shared memory accessed only through atomics.
+unsafe impl Send for Page {}
+unsafe impl Sync for Page {}
+
+impl Page {
+    /// Maps the page from the queue file (extending the file to the page's
+    /// size if it is shorter; never shortening it). `None` when the file
+    /// cannot be mapped or carries a foreign layout.
+    pub fn map(fd: i32) -> Option<Page> {
+        // SAFETY: fstat/ftruncate/mmap on our descriptor; results checked.
+        unsafe {
+            let mut st: libc::stat = std::mem::zeroed();
+            if libc::fstat(fd, &mut st) != 0 {
+                return None;
+            }
+            if (st.st_size as usize) < PAGE_BYTES
+                && libc::ftruncate(fd, PAGE_BYTES as libc::off_t) != 0
+            {
+                return None;
+            }
+            let ptr = libc::mmap(
+                std::ptr::null_mut(),
+                PAGE_BYTES,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            );
+            if ptr == libc::MAP_FAILED {
+                return None;
+            }
+            let page = Page {
+                ptr: ptr.cast(),
+                fd,
+            };
+            let identity = &(*page.ptr).header.identity;
+            match identity.compare_exchange(0, IDENTITY, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => Some(page),
+                Err(found) if found == IDENTITY => Some(page),
+                Err(_) => None, // foreign layout: dropped, which unmaps it
+            }
+        }
+    }
+
+    /// A borrowed view for the waiting loop.
+    pub(crate) fn as_ref(&self) -> PageRef {
+        PageRef {
+            ptr: self.ptr,
+            fd: self.fd,
+        }
+    }
+
+    /// In a forked child: drops the child's copy of the mapping.
+    pub(crate) fn forget_in_child(self) {
+        drop(self);
+    }
+}
+
+impl Drop for Page {
+    fn drop(&mut self) {
+        // SAFETY: we mapped exactly this range.
+        unsafe {
+            libc::munmap(self.ptr.cast(), PAGE_BYTES);
+        }
+    }
+}
+
+/// A copyable pointer to a mapped page, valid while its [`Page`] lives.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PageRef {
+    ptr: *mut Layout,
+    fd: i32,
+}
+
+/// A claimed slot.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Place {
+    index: usize,
+    ticket: u64,
+}
+
+fn now_us() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid out pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1000
+}
+
+fn futex_wait(word: &AtomicU32, seen: u32, timeout: Duration) {
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs() as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: a shared (not private) futex wait on a word of the mapping; the
+    // kernel compares the value and sleeps at most `timeout`.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAIT,
+            seen,
+            &ts as *const libc::timespec,
+            std::ptr::null::<u32>(),
+            0,
+        );
+    }
+}
+
+fn futex_wake(word: &AtomicU32, count: i32) {
+    // SAFETY: waking waiters of a shared futex word.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAKE,
+            count,
+            std::ptr::null::<libc::timespec>(),
+            std::ptr::null::<u32>(),
+            0,
+        );
+    }
+}
+
+fn ofd_lock(
+    fd: i32,
+    cmd: libc::c_int,
+    kind: libc::c_short,
+    index: usize,
+) -> io::Result<libc::flock> {
+    // SAFETY: zeroed flock is a valid argument; fcntl checked.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = kind;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    fl.l_start = LIVENESS_BASE + index as i64;
+    fl.l_len = 1;
+    fl.l_pid = 0;
+    if unsafe { libc::fcntl(fd, cmd, &mut fl) } == 0 {
+        Ok(fl)
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+impl PageRef {
+    fn layout(&self) -> &Layout {
+        // SAFETY: the mapping outlives every PageRef (owned by LockFiles,
+        // which the queue keeps while a wait runs).
+        unsafe { &*self.ptr }
+    }
+
+    fn slots(&self) -> &[Slot] {
+        let high = (self.layout().header.high_water.load(Ordering::Acquire) as usize).min(SLOTS);
+        &self.layout().slots[..high]
+    }
+
+    /// Claims a slot and draws a ticket; `None` when all slots are taken.
+    pub(crate) fn join(&self) -> Option<Place> {
+        let layout = self.layout();
+        let pid = std::process::id();
+        for (index, slot) in layout.slots.iter().enumerate() {
+            if slot
+                .pid
+                .compare_exchange(0, pid, Ordering::AcqRel, Ordering::Relaxed)
+                .is_err()
+            {
+                continue;
+            }
+            if ofd_lock(
+                self.fd,
+                libc::F_OFD_SETLK,
+                libc::F_WRLCK as libc::c_short,
+                index,
+            )
+            .is_err()
+            {
+                slot.pid.store(0, Ordering::Release);
+                continue;
+            }
+            layout
+                .header
+                .high_water
+                .fetch_max(index as u32 + 1, Ordering::AcqRel);
+            let ticket = layout.header.next_ticket.fetch_add(1, Ordering::AcqRel) + 1;
+            slot.ticket.store(ticket, Ordering::Release);
+            return Some(Place { index, ticket });
+        }
+        None
+    }
+
+    /// Gives the slot up.
+    pub(crate) fn leave(&self, place: Place) {
+        let slot = &self.layout().slots[place.index];
+        slot.ticket.store(0, Ordering::Release);
+        let _ = ofd_lock(
+            self.fd,
+            libc::F_OFD_SETLK,
+            libc::F_UNLCK as libc::c_short,
+            place.index,
+        );
+        slot.pid.store(0, Ordering::Release);
+    }
+
+    /// True when the slot's waiter is alive (its liveness byte is locked).
+    fn alive(&self, index: usize) -> bool {
+        match ofd_lock(
+            self.fd,
+            libc::F_OFD_GETLK,
+            libc::F_WRLCK as libc::c_short,
+            index,
+        ) {
+            Ok(fl) => fl.l_type != libc::F_UNLCK as libc::c_short,
+            Err(_) => true,
+        }
+    }
+
+    /// Frees a dead waiter's slot (only if it still carries `ticket`).
+    fn reap(&self, index: usize, ticket: u64) {
+        let slot = &self.layout().slots[index];
+        if slot
+            .ticket
+            .compare_exchange(ticket, 0, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+        {
+            slot.pid.store(0, Ordering::Release);
+        }
+    }
+
+    /// The slot with the lowest published ticket, if any.
+    fn oldest(&self) -> Option<(usize, u64)> {
+        self.slots()
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| {
+                let t = s.ticket.load(Ordering::Acquire);
+                (t != 0).then_some((i, t))
+            })
+            .min_by_key(|&(_, t)| t)
+    }
+
+    /// The oldest live waiter, reaping dead ones on the way.
+    fn oldest_alive(&self) -> Option<(usize, u64)> {
+        while let Some((index, ticket)) = self.oldest() {
+            if self.alive(index) {
+                return Some((index, ticket));
+            }
+            self.reap(index, ticket);
+        }
+        None
+    }
+
+    fn wake_oldest(&self) {
+        if let Some((index, _)) = self.oldest_alive() {
+            let word = &self.layout().slots[index].word;
+            word.fetch_add(1, Ordering::AcqRel);
+            futex_wake(word, 1);
+        }
+    }
+
+    /// Records that a page-aware writer took the lock, ending yields.
+    fn note_acquired(&self) {
+        let header = &self.layout().header;
+        header.active_at_us.store(now_us(), Ordering::Release);
+        header.acquired.fetch_add(1, Ordering::AcqRel);
+        if header.yielders.load(Ordering::Acquire) > 0 {
+            futex_wake(&header.acquired, i32::MAX);
+        }
+    }
+
+    /// Records a release (after the `flock()` was dropped) and wakes the
+    /// oldest waiter.
+    pub(crate) fn note_released(&self) {
+        let header = &self.layout().header;
+        header.active_at_us.store(now_us(), Ordering::Release);
+        header.released.fetch_add(1, Ordering::AcqRel);
+        self.wake_oldest();
+    }
+
+    /// True when no page-aware writer took or released the lock for longer
+    /// than [`STALL_AFTER`]: a head that should have taken a free lock by
+    /// now may have stopped, so any waiter may try it (a held lock just
+    /// refuses the try).
+    fn stalled(&self) -> bool {
+        let header = &self.layout().header;
+        let since = now_us().saturating_sub(header.active_at_us.load(Ordering::Acquire));
+        since > STALL_AFTER.as_micros() as u64
+    }
+
+    /// Sleeps up to `limit` or until a page-aware writer takes the lock.
+    fn yield_to_others(&self, limit: Duration) {
+        let header = &self.layout().header;
+        let seen = header.acquired.load(Ordering::Acquire);
+        header.yielders.fetch_add(1, Ordering::AcqRel);
+        let deadline = Deadline::after(limit);
+        while header.acquired.load(Ordering::Acquire) == seen && !deadline.passed() {
+            futex_wait(&header.acquired, seen, deadline.left());
+        }
+        header.yielders.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// Live waiters on the page other than `place`.
+    fn others_waiting(&self, place: Place) -> bool {
+        self.slots()
+            .iter()
+            .enumerate()
+            .any(|(i, s)| i != place.index && s.ticket.load(Ordering::Acquire) != 0)
+    }
+}
+
+/// Waits for the turn through the page; falls back to polling when the
+/// page has no free slot.
+pub(crate) fn wait_for_turn(
+    view: &FilesView,
+    page: PageRef,
+    deadline: &Deadline,
+) -> Result<(), Gave> {
+    let others = join_queue(view, deadline)?;
+    let Some(place) = page.join() else {
+        if others {
+            std::thread::sleep(YIELD.min(deadline.left()));
+        }
+        let result = poll_lock(view, deadline, |d| std::thread::sleep(d));
+        leave_queue(view);
+        if result.is_ok() {
+            page.note_acquired();
+        }
+        return result;
+    };
+    // Writers hold the queue file but none is on the page ahead of us: they
+    // can only poll, so leave the lock to them for up to 30 ms.
+    let mut must_yield = others && !page.others_waiting(place);
+    let result = (|| loop {
+        let slot = &page.layout().slots[place.index];
+        let seen = slot.word.load(Ordering::Acquire);
+        let head = page.oldest().is_none_or(|(_, t)| t >= place.ticket);
+        if head {
+            if must_yield {
+                must_yield = false;
+                page.yield_to_others(YIELD.min(deadline.left()));
+            }
+            match try_flock(view.lock_fd, libc::LOCK_EX) {
+                Ok(Flock::Taken) => return Ok(()),
+                Ok(Flock::Held) => {}
+                Err(e) => return Err(Gave::Failed(e)),
+            }
+        } else if page.stalled() {
+            if let Ok(Flock::Taken) = try_flock(view.lock_fd, libc::LOCK_EX) {
+                return Ok(());
+            }
+        }
+        if deadline.passed() {
+            return Err(Gave::Up);
+        }
+        let timeout = if head {
+            poll_pause(deadline.waited())
+        } else {
+            RECHECK
+        };
+        futex_wait(&slot.word, seen, timeout.min(deadline.left()));
+        if !head && slot.word.load(Ordering::Acquire) == seen {
+            // Timed out: make sure whoever is ahead is still alive.
+            let _ = page.oldest_alive();
+        }
+    })();
+    page.leave(place);
+    leave_queue(view);
+    match result {
+        Ok(()) => page.note_acquired(),
+        // Gave up: pass the wake-up on in case it was meant for us.
+        Err(_) => page.wake_oldest(),
+    }
+    result
+}

@@ -1,0 +1,155 @@
+//! Who holds and who waits for a writer lock, read from `/proc/locks`.
+//!
+//! Linux lists every file lock there with the process that took it and the
+//! file's device and inode. A `flock()` belongs to an open file description,
+//! so after a fork the listed pid is the process that took the lock, which
+//! may since have handed the descriptor to a child.
+
+use std::fs;
+use std::io;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+/// The kind of a lock listed in `/proc/locks`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockKind {
+    /// A `flock()` lock (the queue's).
+    Flock,
+    /// A POSIX record lock (`fcntl`, SQLite's own).
+    Posix,
+    /// An open-file-description record lock.
+    Ofd,
+}
+
+/// One entry of `/proc/locks` on a given file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileLock {
+    /// What kind of lock.
+    pub kind: LockKind,
+    /// Exclusive (WRITE) or shared (READ).
+    pub exclusive: bool,
+    /// The process that took it (`None` for OFD locks, listed as -1).
+    pub pid: Option<u32>,
+    /// True for a waiter blocked on the lock rather than a holder.
+    pub blocked: bool,
+}
+
+/// The locks on the file at `path`, as `/proc/locks` lists them now.
+pub fn file_locks(path: &Path) -> io::Result<Vec<FileLock>> {
+    let meta = fs::metadata(path)?;
+    let table = fs::read_to_string("/proc/locks")?;
+    Ok(parse(&table, meta.dev(), meta.ino()))
+}
+
+fn parse(table: &str, dev: u64, ino: u64) -> Vec<FileLock> {
+    let major = libc::major(dev) as u64;
+    let minor = libc::minor(dev) as u64;
+    let mut locks = Vec::new();
+    for line in table.lines() {
+        let mut fields = line.split_whitespace().skip(1).peekable();
+        let blocked = fields.peek() == Some(&"->");
+        if blocked {
+            fields.next();
+        }
+        let fields: Vec<&str> = fields.collect();
+        if fields.len() < 5 {
+            continue;
+        }
+        let kind = match fields[0] {
+            "FLOCK" => LockKind::Flock,
+            "POSIX" => LockKind::Posix,
+            "OFDLCK" => LockKind::Ofd,
+            _ => continue,
+        };
+        let mut id = fields[4].split(':');
+        let (Some(maj), Some(min), Some(inode)) = (id.next(), id.next(), id.next()) else {
+            continue;
+        };
+        let same = u64::from_str_radix(maj, 16).ok() == Some(major)
+            && u64::from_str_radix(min, 16).ok() == Some(minor)
+            && inode.parse::<u64>().ok() == Some(ino);
+        if !same {
+            continue;
+        }
+        locks.push(FileLock {
+            kind,
+            exclusive: fields[2] == "WRITE",
+            pid: fields[3]
+                .parse::<i64>()
+                .ok()
+                .filter(|p| *p > 0)
+                .map(|p| p as u32),
+            blocked,
+        });
+    }
+    locks
+}
+
+/// The process holding the exclusive `flock()` on `path`, if any.
+pub fn flock_holder(path: &Path) -> Option<u32> {
+    file_locks(path).ok()?.into_iter().find_map(|l| {
+        (l.kind == LockKind::Flock && l.exclusive && !l.blocked)
+            .then_some(l.pid)
+            .flatten()
+    })
+}
+
+/// How many holders of a shared `flock()` on `path` there are (waiting writers
+/// on a queue file).
+pub fn shared_flocks(path: &Path) -> usize {
+    file_locks(path)
+        .map(|locks| {
+            locks
+                .iter()
+                .filter(|l| l.kind == LockKind::Flock && !l.exclusive && !l.blocked)
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// The process holding a write lock on the database: the queue's holder
+/// first, else a process with a POSIX write lock on the database or its
+/// `-shm`/`-wal` files (a writer outside the queue), other than this one.
+pub fn database_holder(database: &Path) -> Option<u32> {
+    if let Some(pid) = flock_holder(&crate::lockfiles::lock_path(database)) {
+        return Some(pid);
+    }
+    let me = std::process::id();
+    for suffix in ["", "-shm", "-wal"] {
+        let mut name = database.as_os_str().to_owned();
+        name.push(suffix);
+        if let Ok(locks) = file_locks(Path::new(&name)) {
+            if let Some(pid) = locks.iter().find_map(|l| {
+                (l.kind == LockKind::Posix && l.exclusive && !l.blocked)
+                    .then_some(l.pid)
+                    .flatten()
+                    .filter(|p| *p != me)
+            }) {
+                return Some(pid);
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_proc_locks_lines() {
+        let dev = libc::makedev(0xfd, 0x01);
+        let table = "1: FLOCK  ADVISORY  WRITE 4242 fd:01:1234 0 EOF\n\
+                     1: -> FLOCK  ADVISORY  WRITE 4243 fd:01:1234 0 EOF\n\
+                     2: FLOCK  ADVISORY  READ 77 fd:01:1234 0 EOF\n\
+                     3: POSIX  ADVISORY  WRITE 88 fd:01:999 0 EOF\n\
+                     4: OFDLCK ADVISORY  READ -1 fd:01:1234 0 EOF\n";
+        let locks = parse(table, dev, 1234);
+        assert_eq!(locks.len(), 4);
+        assert_eq!(locks[0].pid, Some(4242));
+        assert!(locks[0].exclusive && !locks[0].blocked);
+        assert!(locks[1].blocked);
+        assert!(!locks[2].exclusive);
+        assert_eq!(locks[3].pid, None);
+    }
+}

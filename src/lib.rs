@@ -1,0 +1,29 @@
+//! writerlock: writers that take turns.
+//!
+//! Two mechanisms share this crate:
+//!
+//! * The **SQLite write queue** ([`WriterQueue`]): before `BEGIN IMMEDIATE`, a
+//!   writer takes an exclusive `flock()` on `<db>.writer-lock`, holding a
+//!   shared `flock()` on `<db>.writer-queue` while it waits, so writers from
+//!   every process take turns instead of failing with "database is locked".
+//!   Its modules: [`queue`] (the turn and the transaction), [`wait`] (limits,
+//!   polling and yielding), [`handoff`] (the futex wake-up page),
+//!   [`lockfiles`] (fork-safe descriptors), [`sqlite`] (the connection the
+//!   queue drives), [`holders`] (who holds a lock, from `/proc/locks`).
+//! * The **Postgres writer session** ([`pg`]): connections that carry time
+//!   limits, a writer lock taken as each write's first statement, and a
+//!   writer floor that refuses writes from old code.
+
+pub mod error;
+pub mod handoff;
+pub mod holders;
+pub mod lockfiles;
+pub mod pg;
+pub mod queue;
+pub mod sqlite;
+pub mod wait;
+
+pub use error::{Busy, BusyKind, Error, Result, SqliteFailure};
+pub use queue::WriterQueue;
+pub use sqlite::{RawSqlite, SqliteSession};
+pub use wait::{Strategy, Wait};

@@ -1,0 +1,336 @@
+//! The two lock files beside a database, opened safely across `fork()`.
+//!
+//! `<db>.writer-lock` carries the exclusive `flock()` of the writer whose
+//! turn it is; `<db>.writer-queue` carries a shared `flock()` for every
+//! writer waiting, and (with the hand-off strategy) the hand-off page.
+//! Both are created if missing and never truncated or deleted.
+//!
+//! `flock()` belongs to an open file description, which a forked child
+//! shares with its parent: a child that unlocked an inherited descriptor
+//! would free its parent's lock. So a [`LockFiles`] remembers the process
+//! that opened it, and a fork handler closes every inherited descriptor in
+//! the child as soon as it starts (closing a shared description's copy never
+//! releases the lock; only the last close or an explicit unlock does). The
+//! handler touches only atomics, so a lock another thread held at fork time
+//! cannot deadlock it.
+
+use std::ffi::{CString, OsString};
+use std::io;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::Once;
+
+/// Suffix of the file whose exclusive `flock()` is the writer's turn.
+pub const LOCK_SUFFIX: &str = ".writer-lock";
+/// Suffix of the file whose shared `flock()`s are the waiting writers.
+pub const QUEUE_SUFFIX: &str = ".writer-queue";
+
+/// The lock file's path for a database: `<db>.writer-lock`.
+pub fn lock_path(database: &Path) -> PathBuf {
+    with_suffix(database, LOCK_SUFFIX)
+}
+
+/// The queue file's path for a database: `<db>.writer-queue`.
+pub fn queue_path(database: &Path) -> PathBuf {
+    with_suffix(database, QUEUE_SUFFIX)
+}
+
+fn with_suffix(database: &Path, suffix: &str) -> PathBuf {
+    let mut name: OsString = database.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
+/// True for databases that live in memory and need no queue: an empty path,
+/// `:memory:` and SQLite's `file::memory:` / `mode=memory` URIs.
+pub fn is_in_memory(database: &Path) -> bool {
+    let text = database.as_os_str().as_bytes();
+    text.is_empty()
+        || text == b":memory:"
+        || text.starts_with(b"file::memory:")
+        || (text.starts_with(b"file:") && windows_contains(text, b"mode=memory"))
+}
+
+fn windows_contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+const REGISTRY_SLOTS: usize = 512;
+const EMPTY: AtomicI32 = AtomicI32::new(-1);
+/// Descriptors the fork handler closes in a child.
+static REGISTRY: [AtomicI32; REGISTRY_SLOTS] = [EMPTY; REGISTRY_SLOTS];
+static ATFORK: Once = Once::new();
+
+extern "C" fn close_inherited_in_child() {
+    for slot in REGISTRY.iter() {
+        let fd = slot.swap(-1, Ordering::SeqCst);
+        if fd >= 0 {
+            // SAFETY: close is async-signal-safe; the descriptor is a copy of
+            // the parent's, which keeps its own, so the parent's lock stays.
+            unsafe {
+                libc::close(fd);
+            }
+        }
+    }
+    crate::wait::reseed();
+}
+
+fn register(fd: i32) {
+    ATFORK.call_once(|| {
+        // SAFETY: registering a handler that only touches atomics and close().
+        unsafe {
+            libc::pthread_atfork(None, None, Some(close_inherited_in_child));
+        }
+    });
+    for slot in REGISTRY.iter() {
+        if slot
+            .compare_exchange(-1, fd, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+        {
+            return;
+        }
+    }
+    // Registry full: the child still never unlocks the descriptor (the pid
+    // check), it only closes it at the handle's next use instead of at once.
+}
+
+fn unregister(fd: i32) {
+    for slot in REGISTRY.iter() {
+        if slot
+            .compare_exchange(fd, -1, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+        {
+            return;
+        }
+    }
+}
+
+/// The calling process's id.
+pub(crate) fn current_pid() -> u32 {
+    std::process::id()
+}
+
+/// One lock file, opened with `O_CLOEXEC`, read-write where possible.
+#[derive(Debug)]
+pub struct LockFile {
+    fd: i32,
+    path: PathBuf,
+    writable: bool,
+}
+
+impl LockFile {
+    /// Opens (creating if missing, never truncating) a lock file. Falls back
+    /// to read-only when the file exists but this user may not write it:
+    /// `flock()` works on a read-only descriptor.
+    pub fn open(path: &Path) -> io::Result<LockFile> {
+        let c_path = CString::new(path.as_os_str().as_bytes().to_vec()).map_err(|_| {
+            io::Error::new(io::ErrorKind::InvalidInput, "the path contains a NUL byte")
+        })?;
+        let mode: libc::c_uint = 0o666;
+        // SAFETY: c_path is a valid NUL-terminated string.
+        let mut fd = unsafe {
+            libc::open(
+                c_path.as_ptr(),
+                libc::O_RDWR | libc::O_CREAT | libc::O_CLOEXEC | libc::O_NOCTTY,
+                mode,
+            )
+        };
+        let mut writable = true;
+        if fd < 0 {
+            let err = io::Error::last_os_error();
+            match err.raw_os_error() {
+                Some(libc::EACCES) | Some(libc::EROFS) | Some(libc::EPERM) => {
+                    // SAFETY: as above.
+                    fd = unsafe {
+                        libc::open(
+                            c_path.as_ptr(),
+                            libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NOCTTY,
+                        )
+                    };
+                    if fd < 0 {
+                        return Err(err);
+                    }
+                    writable = false;
+                }
+                _ => return Err(err),
+            }
+        }
+        register(fd);
+        Ok(LockFile {
+            fd,
+            path: path.to_path_buf(),
+            writable,
+        })
+    }
+
+    /// The raw descriptor.
+    pub fn fd(&self) -> i32 {
+        self.fd
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Whether the file was opened read-write.
+    pub fn writable(&self) -> bool {
+        self.writable
+    }
+
+    /// Closes the descriptor after the owning process unlocked it.
+    fn close(self) {
+        unregister(self.fd);
+        // SAFETY: fd is ours and open.
+        unsafe {
+            libc::close(self.fd);
+        }
+    }
+
+    /// Forgets the descriptor without touching it: in a forked child, where
+    /// the fork handler closed it already (the number may name another file
+    /// by now).
+    fn forget(self) {
+        unregister(self.fd);
+    }
+}
+
+/// What a non-blocking `flock()` found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flock {
+    /// The lock was taken.
+    Taken,
+    /// Someone else holds a conflicting lock.
+    Held,
+}
+
+/// `flock(fd, op | LOCK_NB)`, retried on EINTR.
+pub fn try_flock(fd: i32, op: libc::c_int) -> io::Result<Flock> {
+    loop {
+        // SAFETY: plain system call on a descriptor we own.
+        let rc = unsafe { libc::flock(fd, op | libc::LOCK_NB) };
+        if rc == 0 {
+            return Ok(Flock::Taken);
+        }
+        let err = io::Error::last_os_error();
+        match err.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::EWOULDBLOCK) => return Ok(Flock::Held),
+            _ => return Err(err),
+        }
+    }
+}
+
+/// `flock(fd, LOCK_UN)`.
+pub fn unlock(fd: i32) -> io::Result<()> {
+    // SAFETY: plain system call.
+    if unsafe { libc::flock(fd, libc::LOCK_UN) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// The pair of lock files of one queue handle, bound to the process that
+/// opened them.
+#[derive(Debug)]
+pub struct LockFiles {
+    /// `<db>.writer-lock`.
+    pub lock: LockFile,
+    /// `<db>.writer-queue`.
+    pub queue: LockFile,
+    /// The hand-off page mapped from the queue file, where usable.
+    pub page: Option<crate::handoff::Page>,
+    pid: u32,
+}
+
+impl LockFiles {
+    /// Opens both files for `database`.
+    pub fn open(database: &Path, want_page: bool) -> crate::Result<LockFiles> {
+        let lock_path = lock_path(database);
+        let lock = LockFile::open(&lock_path).map_err(|source| crate::Error::LockFile {
+            path: lock_path,
+            source,
+        })?;
+        let queue_path = queue_path(database);
+        let queue = match LockFile::open(&queue_path) {
+            Ok(queue) => queue,
+            Err(source) => {
+                lock.close();
+                return Err(crate::Error::LockFile {
+                    path: queue_path,
+                    source,
+                });
+            }
+        };
+        let page = if want_page && queue.writable() {
+            crate::handoff::Page::map(queue.fd())
+        } else {
+            None
+        };
+        Ok(LockFiles {
+            lock,
+            queue,
+            page,
+            pid: current_pid(),
+        })
+    }
+
+    /// True when these descriptors were opened by the calling process.
+    pub fn owned_here(&self) -> bool {
+        self.pid == current_pid()
+    }
+
+    /// Gives the files up. In the process that opened them they are
+    /// unlocked (if `holding`) and closed; in a forked child the inherited
+    /// descriptors are only forgotten, never unlocked.
+    pub fn discard(self, holding: bool) {
+        if self.owned_here() {
+            if holding {
+                let _ = unlock(self.lock.fd());
+            }
+            self.lock.close();
+            self.queue.close();
+            // The page unmaps itself on drop.
+        } else {
+            self.lock.forget();
+            self.queue.forget();
+            if let Some(page) = self.page {
+                page.forget_in_child();
+            }
+        }
+    }
+}
+
+/// A path from bytes, for the C and script bindings.
+pub fn path_from_bytes(bytes: &[u8]) -> PathBuf {
+    PathBuf::from(OsString::from_vec(bytes.to_vec()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suffixes() {
+        let db = Path::new("var/storage/sqlite3/exponential.db");
+        assert_eq!(
+            lock_path(db),
+            Path::new("var/storage/sqlite3/exponential.db.writer-lock")
+        );
+        assert_eq!(
+            queue_path(db),
+            Path::new("var/storage/sqlite3/exponential.db.writer-queue")
+        );
+    }
+
+    #[test]
+    fn memory_databases() {
+        assert!(is_in_memory(Path::new("")));
+        assert!(is_in_memory(Path::new(":memory:")));
+        assert!(is_in_memory(Path::new("file::memory:?cache=shared")));
+        assert!(is_in_memory(Path::new("file:x?mode=memory")));
+        assert!(!is_in_memory(Path::new("/tmp/x.db")));
+    }
+}

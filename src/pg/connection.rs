@@ -1,0 +1,491 @@
+//! A connection that carries the writer-session settings.
+//!
+//! [`Connection::connect`] sends the settings as `-c` startup options, turns on client TCP
+//! keepalives, and then checks that every startup option took effect: something between
+//! client and server that drops them (a connection pooler) is an
+//! [`Error::SettingNotInEffect`] naming the setting, not a session without limits. The
+//! server-side `tcp_*` settings cannot apply on a Unix socket and are not checked there.
+//!
+//! Statements take `?` or `$n` placeholders and [`Value`] parameters. Outside
+//! [`Connection::begin`] each statement commits on its own.
+
+use postgres::fallible_iterator::FallibleIterator;
+use postgres::types::{FromSql, Type};
+use postgres::NoTls;
+
+use super::address::Address;
+use super::error::{describe, Error};
+use super::placeholder::translate;
+use super::settings::{Settings, VERSION_SETTING};
+use super::value::{decode, readable, Column, Row, Rows, Value};
+
+/// Where a connection stands with respect to a transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Tx {
+    /// No transaction is open.
+    Idle,
+    /// A transaction is open.
+    Open {
+        /// Statements run in it so far.
+        statements: u32,
+        /// Whether one of them failed (the server aborted the transaction).
+        failed: bool,
+    },
+}
+
+/// A session with the ledger database that carries the [`Settings`].
+pub struct Connection {
+    client: postgres::Client,
+    settings: Settings,
+    address: Address,
+    pub(crate) tx: Tx,
+    lost: bool,
+    pid: i32,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("address", &self.address)
+            .field("pid", &self.pid)
+            .field("tx", &self.tx)
+            .field("lost", &self.lost)
+            .finish()
+    }
+}
+
+/// Whether a startup setting took effect on a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SettingStatus {
+    /// The server reports the value sent.
+    InEffect,
+    /// The server reports another value: the option was dropped or overridden.
+    NotInEffect,
+    /// The server cannot apply it on this kind of connection (a `tcp_*` setting on a Unix
+    /// socket), so it was not checked.
+    NotApplicable,
+}
+
+/// One startup setting as sent and as the server reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SettingCheck {
+    /// The setting's name, such as `lock_timeout`.
+    pub name: String,
+    /// The value sent, such as `10s`.
+    pub sent: String,
+    /// What `SHOW` prints for it on this session (`None` when the server has no value).
+    pub shown: Option<String>,
+    /// Whether it took effect.
+    pub status: SettingStatus,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Begin,
+    End,
+    RollbackTo,
+    Other,
+}
+
+/// The kind of transaction control a statement is, from its first words.
+fn classify(sql: &str) -> Kind {
+    let mut words = sql
+        .trim_start_matches(|c: char| c.is_whitespace() || c == '(' || c == ';')
+        .split(|c: char| !c.is_ascii_alphabetic())
+        .filter(|w| !w.is_empty())
+        .map(str::to_ascii_uppercase);
+    let first = words.next().unwrap_or_default();
+    match first.as_str() {
+        "BEGIN" | "START" => Kind::Begin,
+        "COMMIT" | "END" => Kind::End,
+        "ROLLBACK" | "ABORT" => match words.next().as_deref() {
+            Some("TO") => Kind::RollbackTo,
+            _ => Kind::End,
+        },
+        _ => Kind::Other,
+    }
+}
+
+/// A column value as raw bytes, decoded afterwards with the column's type.
+struct Raw<'a>(Option<&'a [u8]>);
+
+impl<'a> FromSql<'a> for Raw<'a> {
+    fn from_sql(
+        _: &Type,
+        raw: &'a [u8],
+    ) -> Result<Raw<'a>, Box<dyn std::error::Error + Sync + Send>> {
+        Ok(Raw(Some(raw)))
+    }
+
+    fn from_sql_null(_: &Type) -> Result<Raw<'a>, Box<dyn std::error::Error + Sync + Send>> {
+        Ok(Raw(None))
+    }
+
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+}
+
+impl Connection {
+    /// Opens a session at `url` with `settings`, and checks that every startup setting took
+    /// effect.
+    pub fn connect(url: &str, settings: &Settings) -> Result<Connection, Error> {
+        let address = Address::parse(url)?;
+        Connection::open(&address, settings, true)
+    }
+
+    /// Opens a session like [`Connection::connect`] but does not check the settings; for
+    /// tools that report them with [`Connection::check_settings`].
+    pub fn connect_unverified(url: &str, settings: &Settings) -> Result<Connection, Error> {
+        let address = Address::parse(url)?;
+        Connection::open(&address, settings, false)
+    }
+
+    /// Opens a session at a parsed `address`.
+    pub fn open(address: &Address, settings: &Settings, verify: bool) -> Result<Connection, Error> {
+        settings.validate()?;
+        let mut config = address.config().clone();
+        let ours = settings.startup_options();
+        let options = match config.get_options() {
+            Some(theirs) if !theirs.trim().is_empty() => format!("{theirs} {ours}"),
+            _ => ours,
+        };
+        config.options(&options);
+        if config.get_application_name().is_none() {
+            config.application_name("writerlock");
+        }
+        config
+            .keepalives(settings.get_keepalives())
+            .keepalives_idle(settings.get_keepalives_idle())
+            .keepalives_interval(settings.get_keepalives_interval())
+            .keepalives_retries(settings.get_keepalives_count())
+            .connect_timeout(settings.get_connect_timeout());
+        let client = config.connect(NoTls).map_err(|err| Error::Connect {
+            address: address.to_string(),
+            reason: address.redact(&describe(&err)),
+            code: err.code().cloned(),
+        })?;
+        let mut conn = Connection {
+            client,
+            settings: settings.clone(),
+            address: address.clone(),
+            tx: Tx::Idle,
+            lost: false,
+            pid: 0,
+        };
+        let pid = conn.execute("SELECT pg_backend_pid()", &[])?;
+        conn.pid = pid
+            .first()
+            .and_then(|r| r.get(0))
+            .and_then(Value::as_i64)
+            .and_then(|p| i32::try_from(p).ok())
+            .unwrap_or(0);
+        if verify {
+            conn.verify_settings()?;
+        }
+        Ok(conn)
+    }
+
+    /// The settings this session was opened with.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// The address this session was opened at (its display form has no password).
+    pub fn address(&self) -> &Address {
+        &self.address
+    }
+
+    /// The server process id of this session (`pg_backend_pid()`).
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// Whether the session is closed or was lost; it cannot run statements any more.
+    pub fn is_closed(&self) -> bool {
+        self.lost || self.client.is_closed()
+    }
+
+    /// Whether a transaction is open on this session.
+    pub fn in_transaction(&self) -> bool {
+        matches!(self.tx, Tx::Open { .. })
+    }
+
+    /// Runs one statement with `?` or `$n` placeholders and returns its rows.
+    ///
+    /// `BEGIN`, `COMMIT` and `ROLLBACK` sent this way are tracked like [`Connection::begin`]
+    /// and friends.
+    pub fn execute(&mut self, sql: &str, params: &[Value]) -> Result<Rows, Error> {
+        let sql = translate(sql);
+        let kind = classify(&sql);
+        let result = self.query(&sql, params);
+        self.track(kind, result.as_ref().err());
+        result
+    }
+
+    /// Runs a script of statements separated by `;`, without parameters (the simple query
+    /// protocol), such as DDL.
+    pub fn execute_batch(&mut self, sql: &str) -> Result<(), Error> {
+        let result = self.simple(sql);
+        self.track(Kind::Other, result.as_ref().err());
+        result
+    }
+
+    /// Opens a transaction. Inside an open transaction this fails with `cannot start a
+    /// transaction within a transaction`.
+    pub fn begin(&mut self) -> Result<(), Error> {
+        if self.in_transaction() {
+            return Err(Error::AlreadyInTransaction);
+        }
+        let result = self.simple("BEGIN");
+        self.track(Kind::Begin, result.as_ref().err());
+        result
+    }
+
+    /// Commits the open transaction; does nothing when none is open. If a statement in it
+    /// failed, the server can only roll back: the transaction is rolled back and this returns
+    /// [`Error::RolledBack`].
+    pub fn commit(&mut self) -> Result<(), Error> {
+        match self.tx {
+            Tx::Idle => Ok(()),
+            Tx::Open { failed: true, .. } => {
+                self.rollback()?;
+                Err(Error::RolledBack)
+            }
+            Tx::Open { .. } => {
+                let result = self.simple("COMMIT");
+                self.track(Kind::End, result.as_ref().err());
+                result
+            }
+        }
+    }
+
+    /// Rolls back the open transaction; does nothing when none is open.
+    pub fn rollback(&mut self) -> Result<(), Error> {
+        if self.tx == Tx::Idle {
+            return Ok(());
+        }
+        let result = self.simple("ROLLBACK");
+        self.track(Kind::End, result.as_ref().err());
+        result
+    }
+
+    /// What `SHOW name` prints on this session (`None` for an unset custom setting).
+    pub fn show(&mut self, name: &str) -> Result<Option<String>, Error> {
+        let rows = self.execute(
+            "SELECT current_setting($1, true)",
+            &[Value::Text(name.to_string())],
+        )?;
+        Ok(rows
+            .first()
+            .and_then(|r| r.get(0))
+            .and_then(Value::as_str)
+            .map(str::to_string))
+    }
+
+    /// Reports, for every startup setting, the value sent and whether the server applied it.
+    pub fn check_settings(&mut self) -> Result<Vec<SettingCheck>, Error> {
+        let sent = self.settings.startup_settings();
+        let names: Vec<String> = sent.iter().map(|s| format!("'{}'", s.name)).collect();
+        let sql = format!(
+            "SELECT n, (SELECT setting FROM pg_settings WHERE name = n), \
+             current_setting(n, true), inet_client_addr() IS NULL \
+             FROM unnest(ARRAY[{}]::text[]) WITH ORDINALITY AS t(n, i) ORDER BY i",
+            names.join(", ")
+        );
+        let rows = self.execute(&sql, &[])?;
+        let mut out = Vec::new();
+        for (setting, row) in sent.iter().zip(rows.rows()) {
+            let base = row.get(1).and_then(Value::as_str);
+            let shown = row.get(2).and_then(Value::as_str).map(str::to_string);
+            let local = row.get(3).and_then(Value::as_bool).unwrap_or(false);
+            let reported = if setting.name == VERSION_SETTING {
+                shown.as_deref().map(str::trim)
+            } else {
+                base
+            };
+            let status = if setting.tcp && local {
+                SettingStatus::NotApplicable
+            } else if reported == Some(setting.base.as_str()) {
+                SettingStatus::InEffect
+            } else {
+                SettingStatus::NotInEffect
+            };
+            out.push(SettingCheck {
+                name: setting.name.to_string(),
+                sent: setting.value.clone(),
+                shown,
+                status,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Fails with [`Error::SettingNotInEffect`] naming the first startup setting the server
+    /// did not apply.
+    pub fn verify_settings(&mut self) -> Result<(), Error> {
+        for check in self.check_settings()? {
+            if check.status == SettingStatus::NotInEffect {
+                return Err(Error::SettingNotInEffect {
+                    setting: check.name,
+                    expected: check.sent,
+                    actual: check.shown.unwrap_or_else(|| "unset".to_string()),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Closes the session (an open transaction rolls back on the server).
+    pub fn close(self) -> Result<(), Error> {
+        self.client.close().map_err(Error::from_driver)
+    }
+
+    fn lost_error(&self) -> Error {
+        Error::Closed {
+            reason: "an earlier error ended the session".to_string(),
+        }
+    }
+
+    fn simple(&mut self, sql: &str) -> Result<(), Error> {
+        if self.lost {
+            return Err(self.lost_error());
+        }
+        self.client.batch_execute(sql).map_err(Error::from_driver)
+    }
+
+    fn query(&mut self, sql: &str, params: &[Value]) -> Result<Rows, Error> {
+        if self.lost {
+            return Err(self.lost_error());
+        }
+        let result = self.query_statement(sql, params);
+        // Dropping the prepared statement queued a `Close` for the server. Send it now: left
+        // queued, its reply would be awaited first on the next call, and a `FATAL` the
+        // server sends while this session sits idle (the idle limit, pg_terminate_backend)
+        // would be taken as that reply and lost, leaving only "connection closed".
+        if !self.client.is_closed() {
+            let _ = self.client.notifications().iter().next();
+        }
+        result
+    }
+
+    fn query_statement(&mut self, sql: &str, params: &[Value]) -> Result<Rows, Error> {
+        let stmt = self.client.prepare(sql).map_err(Error::from_driver)?;
+        if stmt.params().len() != params.len() {
+            return Err(Error::ParameterCount {
+                expected: stmt.params().len(),
+                given: params.len(),
+            });
+        }
+        for (i, (value, ty)) in params.iter().zip(stmt.params()).enumerate() {
+            if matches!(value, Value::Bytes(_)) {
+                let base = match ty.kind() {
+                    postgres::types::Kind::Domain(inner) => inner,
+                    _ => ty,
+                };
+                if *base != Type::BYTEA {
+                    return Err(Error::Parameter {
+                        index: i + 1,
+                        type_name: ty.name().to_string(),
+                        reason: "a bytes value goes only to a bytea parameter; cast the \
+                                 placeholder, for example ?::bytea"
+                            .to_string(),
+                    });
+                }
+            }
+        }
+        // Refuse unreadable columns before running anything, so the statement has no effect.
+        if let Some(c) = stmt.columns().iter().find(|c| !readable(c.type_())) {
+            return Err(Error::UnsupportedType {
+                column: c.name().to_string(),
+                type_name: c.type_().name().to_string(),
+            });
+        }
+        let columns: Vec<Column> = stmt
+            .columns()
+            .iter()
+            .map(|c| Column::new(c.name(), c.type_()))
+            .collect();
+        let types: Vec<Type> = stmt.columns().iter().map(|c| c.type_().clone()).collect();
+        let mut iter = self
+            .client
+            .query_raw(&stmt, params.iter())
+            .map_err(Error::from_driver)?;
+        let mut rows = Vec::new();
+        while let Some(row) = iter.next().map_err(Error::from_driver)? {
+            let mut values = Vec::with_capacity(types.len());
+            for (i, ty) in types.iter().enumerate() {
+                let raw: Raw<'_> = row.try_get(i).map_err(Error::from_driver)?;
+                let value = decode(ty, raw.0).map_err(|reason| match reason {
+                    None => Error::UnsupportedType {
+                        column: columns[i].name().to_string(),
+                        type_name: ty.name().to_string(),
+                    },
+                    Some(reason) => Error::Driver {
+                        reason: format!(
+                            "could not read column {} ({}): {reason}",
+                            columns[i].name(),
+                            ty.name()
+                        ),
+                    },
+                })?;
+                values.push(value);
+            }
+            rows.push(Row::new(values));
+        }
+        let affected = iter.rows_affected().unwrap_or(0);
+        Ok(Rows::new(columns, rows, affected))
+    }
+
+    fn track(&mut self, kind: Kind, err: Option<&Error>) {
+        if let Some(e) = err {
+            if e.is_connection_lost() || self.client.is_closed() {
+                self.lost = true;
+                self.tx = Tx::Idle;
+                return;
+            }
+        }
+        // Errors found before anything ran leave the server's transaction as it was.
+        let failed_now = err.is_some_and(|e| {
+            !matches!(
+                e,
+                Error::ParameterCount { .. }
+                    | Error::Parameter { .. }
+                    | Error::UnsupportedType { .. }
+            )
+        });
+        self.tx = match (kind, self.tx) {
+            (Kind::Begin, Tx::Idle) if !failed_now => Tx::Open {
+                statements: 0,
+                failed: false,
+            },
+            (Kind::Begin, tx) => tx,
+            (Kind::End, _) => Tx::Idle,
+            (Kind::RollbackTo, Tx::Open { statements, .. }) => Tx::Open {
+                statements: statements.saturating_add(1),
+                failed: failed_now,
+            },
+            (_, Tx::Open { statements, failed }) => Tx::Open {
+                statements: statements.saturating_add(1),
+                failed: failed || failed_now,
+            },
+            (_, Tx::Idle) => Tx::Idle,
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classifies_transaction_control() {
+        assert_eq!(classify("  begin"), Kind::Begin);
+        assert_eq!(classify("START TRANSACTION"), Kind::Begin);
+        assert_eq!(classify("commit;"), Kind::End);
+        assert_eq!(classify("ROLLBACK"), Kind::End);
+        assert_eq!(classify("rollback to savepoint a"), Kind::RollbackTo);
+        assert_eq!(classify("SELECT 1"), Kind::Other);
+        assert_eq!(classify(""), Kind::Other);
+    }
+}

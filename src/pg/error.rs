@@ -1,0 +1,346 @@
+//! The one error type of the Postgres writer session.
+//!
+//! Every variant carries typed fields, and [`Error::code`] gives the SQLSTATE where there is
+//! one, like rust-postgres does. No message ever contains the password of a database
+//! address.
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use postgres::error::{Severity, SqlState};
+
+use super::settings::seconds_text;
+
+/// The SQLSTATE of a writer floor refusal: `LW001`.
+pub const REFUSED_SQLSTATE: &str = "LW001";
+
+static REFUSED_CODE: LazyLock<SqlState> = LazyLock::new(|| SqlState::from_code(REFUSED_SQLSTATE));
+
+/// The refusal text for a writer `version` below the stored `floor`:
+/// `ledger writer version 0 is below version 1, the oldest the shared database allows;
+/// update its code and restart it`.
+pub fn refusal_message(version: i64, floor: i64) -> String {
+    format!(
+        "ledger writer version {version} is below version {floor}, the oldest the shared \
+         database allows; update its code and restart it"
+    )
+}
+
+/// Reads the version and floor back out of a refusal text (the inverse of
+/// [`refusal_message`]), so a refusal raised by the trigger becomes [`Error::Refused`].
+pub fn parse_refusal(message: &str) -> Option<(i64, i64)> {
+    let rest = message.strip_prefix("ledger writer version ")?;
+    let (version, rest) = rest.split_once(" is below version ")?;
+    let (floor, _) = rest.split_once(", the oldest the shared database allows")?;
+    let version = version.trim().parse().ok()?;
+    let floor = floor.trim().parse().ok()?;
+    (refusal_message(version, floor) == message).then_some((version, floor))
+}
+
+/// An error of the Postgres writer session.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The database address could not be read.
+    #[error(
+        "the ledger database address is not valid: {reason}; use a URL such as \
+         postgresql://user@host:5432/dbname or libpq key=value pairs"
+    )]
+    InvalidUrl {
+        /// Why it could not be read, with any password removed.
+        reason: String,
+    },
+
+    /// No connection could be opened.
+    #[error(
+        "could not connect to the ledger database at {address}: {reason}; check that the \
+         server is running and reachable at that address, and that the user, password and \
+         database name are right"
+    )]
+    Connect {
+        /// The address, without its password.
+        address: String,
+        /// What the driver or the server said, with any password removed.
+        reason: String,
+        /// The server's SQLSTATE when the server refused the session (for example `28P01`).
+        code: Option<SqlState>,
+    },
+
+    /// A startup setting did not take effect, typically because a connection pooler between
+    /// the client and the server dropped the startup options.
+    #[error(
+        "the session setting {setting} is not in effect: it was sent as {expected} but the \
+         server reports {actual}; something between this client and the server (such as a \
+         connection pooler) dropped the startup options, so connect to the server directly \
+         or make the pooler pass them"
+    )]
+    SettingNotInEffect {
+        /// The setting's name, such as `lock_timeout`.
+        setting: String,
+        /// The value sent.
+        expected: String,
+        /// The value the server reports (`unset` when it has none).
+        actual: String,
+    },
+
+    /// Every wait for the writer lock was cancelled by `lock_timeout`.
+    #[error(
+        "the ledger writer lock was not granted in {tries} waits of {} seconds",
+        seconds_text(*.wait)
+    )]
+    LockNotGranted {
+        /// How many waits were made.
+        tries: u32,
+        /// How long each wait lasted.
+        wait: Duration,
+    },
+
+    /// The writer is below the floor the database stores (SQLSTATE `LW001`).
+    #[error("{}", refusal_message(*.version, *.floor))]
+    Refused {
+        /// The refused writer's version (0 for code that sends none).
+        version: i64,
+        /// The stored floor.
+        floor: i64,
+    },
+
+    /// The writer lock was asked for after the open transaction had already run a statement.
+    #[error("cannot start a transaction within a transaction")]
+    AlreadyInTransaction,
+
+    /// The server reported an error; the statement failed and an open transaction is
+    /// aborted.
+    #[error("{message}")]
+    Database {
+        /// The SQLSTATE, such as `57014` for a cancelled statement.
+        code: SqlState,
+        /// The server's primary message.
+        message: String,
+        /// The server's detail, if any.
+        detail: Option<String>,
+        /// The server's hint, if any.
+        hint: Option<String>,
+    },
+
+    /// The server ended this session (for example `pg_terminate_backend` or the idle limit).
+    #[error(
+        "the database server ended this session: {message}; its transaction was rolled back \
+         and the connection cannot be used again, so take a new one"
+    )]
+    SessionEnded {
+        /// The SQLSTATE, such as `57P01` or `25P03`.
+        code: SqlState,
+        /// The server's message.
+        message: String,
+    },
+
+    /// The connection is closed or was lost.
+    #[error(
+        "the connection to the ledger database is closed ({reason}); an open transaction was \
+         rolled back by the server, so take a new connection"
+    )]
+    Closed {
+        /// What closed it.
+        reason: String,
+    },
+
+    /// A statement in the transaction failed, so `COMMIT` could only roll back.
+    #[error(
+        "the transaction was rolled back because a statement in it failed; nothing was committed"
+    )]
+    RolledBack,
+
+    /// A statement got a different number of parameters than it has placeholders.
+    #[error("the statement has {expected} placeholders but {given} parameters were given")]
+    ParameterCount {
+        /// Placeholders in the statement.
+        expected: usize,
+        /// Parameters given.
+        given: usize,
+    },
+
+    /// A parameter value cannot be sent as the type the server expects.
+    #[error("parameter {index} cannot be sent as {type_name}: {reason}")]
+    Parameter {
+        /// The parameter's position, from 1.
+        index: usize,
+        /// The type the server expects.
+        type_name: String,
+        /// Why not.
+        reason: String,
+    },
+
+    /// A result column has a type this crate cannot read.
+    #[error(
+        "column {column} has type {type_name}, which writerlock cannot read; cast it in the \
+         query, for example {column}::text"
+    )]
+    UnsupportedType {
+        /// The column's name.
+        column: String,
+        /// Its type.
+        type_name: String,
+    },
+
+    /// The required floor is above the writer's own version.
+    #[error(
+        "the required writer version {required} is above this code's version {version}: \
+         that code would refuse its own writes"
+    )]
+    RequiredAboveVersion {
+        /// The writer version.
+        version: u16,
+        /// The required floor.
+        required: u16,
+    },
+
+    /// A writer version or floor does not fit the refusal lock key.
+    #[error("writer version {value} is out of range; the highest allowed is {max}")]
+    VersionOutOfRange {
+        /// The value given.
+        value: u16,
+        /// The highest allowed.
+        max: u16,
+    },
+
+    /// Any other failure of the driver.
+    #[error("the Postgres driver failed: {reason}")]
+    Driver {
+        /// What the driver said.
+        reason: String,
+    },
+}
+
+impl Error {
+    /// The SQLSTATE of this error, where there is one: the server's code for server errors,
+    /// `LW001` for a refusal, `55P03` when the writer lock was not granted, `25001` for a
+    /// lock asked for inside a transaction, `08003` for a closed connection, `40000` for a
+    /// commit that rolled back.
+    pub fn code(&self) -> Option<&SqlState> {
+        match self {
+            Error::Database { code, .. } | Error::SessionEnded { code, .. } => Some(code),
+            Error::Connect { code, .. } => code.as_ref(),
+            Error::Refused { .. } => Some(&REFUSED_CODE),
+            Error::LockNotGranted { .. } => Some(&SqlState::LOCK_NOT_AVAILABLE),
+            Error::AlreadyInTransaction => Some(&SqlState::ACTIVE_SQL_TRANSACTION),
+            Error::Closed { .. } => Some(&SqlState::CONNECTION_DOES_NOT_EXIST),
+            Error::RolledBack => Some(&SqlState::TRANSACTION_ROLLBACK),
+            _ => None,
+        }
+    }
+
+    /// Whether the connection that raised this error is gone for good (closed, lost or ended
+    /// by the server). A pool drops such connections.
+    pub fn is_connection_lost(&self) -> bool {
+        matches!(self, Error::Closed { .. } | Error::SessionEnded { .. })
+    }
+
+    /// Turns a driver error into this error type.
+    pub(crate) fn from_driver(err: postgres::Error) -> Error {
+        if let Some(db) = err.as_db_error() {
+            let code = db.code().clone();
+            if code.code() == REFUSED_SQLSTATE {
+                if let Some((version, floor)) = parse_refusal(db.message()) {
+                    return Error::Refused { version, floor };
+                }
+            }
+            if matches!(
+                db.parsed_severity(),
+                Some(Severity::Fatal) | Some(Severity::Panic)
+            ) {
+                return Error::SessionEnded {
+                    code,
+                    message: db.message().to_string(),
+                };
+            }
+            return Error::Database {
+                code,
+                message: db.message().to_string(),
+                detail: db.detail().map(str::to_string),
+                hint: db.hint().map(str::to_string),
+            };
+        }
+        if err.is_closed() {
+            return Error::Closed {
+                reason: describe(&err),
+            };
+        }
+        if source_is_io(&err) {
+            return Error::Closed {
+                reason: describe(&err),
+            };
+        }
+        Error::Driver {
+            reason: describe(&err),
+        }
+    }
+}
+
+fn source_is_io(err: &postgres::Error) -> bool {
+    let mut source = std::error::Error::source(err);
+    while let Some(s) = source {
+        if s.is::<std::io::Error>() {
+            return true;
+        }
+        source = s.source();
+    }
+    false
+}
+
+/// A driver error with its causes: `error connecting to server: Connection refused (os
+/// error 111)`.
+pub(crate) fn describe(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(s) = source {
+        let part = s.to_string();
+        if !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = s.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusal_text_and_code() {
+        let err = Error::Refused {
+            version: 0,
+            floor: 1,
+        };
+        assert_eq!(
+            err.to_string(),
+            "ledger writer version 0 is below version 1, the oldest the shared database \
+             allows; update its code and restart it"
+        );
+        assert_eq!(err.code().map(|c| c.code()), Some("LW001"));
+        assert_eq!(parse_refusal(&err.to_string()), Some((0, 1)));
+        assert_eq!(parse_refusal("ledger writer version x is below"), None);
+    }
+
+    #[test]
+    fn lock_not_granted_text() {
+        let err = Error::LockNotGranted {
+            tries: 3,
+            wait: Duration::from_secs(10),
+        };
+        assert_eq!(
+            err.to_string(),
+            "the ledger writer lock was not granted in 3 waits of 10 seconds"
+        );
+        assert_eq!(err.code(), Some(&SqlState::LOCK_NOT_AVAILABLE));
+    }
+
+    #[test]
+    fn already_in_transaction_text() {
+        assert_eq!(
+            Error::AlreadyInTransaction.to_string(),
+            "cannot start a transaction within a transaction"
+        );
+    }
+}

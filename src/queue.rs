@@ -1,0 +1,471 @@
+//! The write queue: writers of one SQLite database take turns across
+//! processes before `BEGIN IMMEDIATE`.
+//!
+//! A writer takes an exclusive `flock()` on `<db>.writer-lock`, holding a
+//! shared `flock()` on `<db>.writer-queue` while it waits so that others
+//! see a writer waiting. With its turn held it sets the connection's busy
+//! timeout to the time left and runs `BEGIN IMMEDIATE`; COMMIT or ROLLBACK
+//! gives the turn back. If the process dies the kernel drops its locks, so
+//! a crash never blocks the queue.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use writerlock::{Wait, WriterQueue};
+//!
+//! let conn = rusqlite::Connection::open("site.db")?;
+//! let queue = WriterQueue::new("site.db");
+//! queue.begin(&conn, &Wait::transaction(Duration::from_secs(25)))?;
+//! conn.execute("INSERT INTO t VALUES (1)", [])?;
+//! queue.commit(&conn)?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::thread::ThreadId;
+use std::time::Duration;
+
+use crate::error::{Busy, BusyKind, Error, Result, SqliteFailure};
+use crate::handoff::PageRef;
+use crate::holders;
+use crate::lockfiles::{self, current_pid, try_flock, Flock, LockFiles};
+use crate::sqlite::{looks_read_only, SqliteSession};
+use crate::wait::{poll_pause, Deadline, Strategy, Wait, YIELD};
+
+/// A process's handle on one database's write queue.
+///
+/// Cheap to create: the lock files open at the first turn. A handle is
+/// `Sync`: two threads may share it, and the second waits until the first
+/// gives the turn back (each handle owns its descriptors, so two handles in
+/// one process exclude each other like two processes). After `fork()` the
+/// child's copy never touches the parent's lock and opens its own files.
+#[derive(Debug)]
+pub struct WriterQueue {
+    database: PathBuf,
+    in_memory: bool,
+    strategy: Strategy,
+    state: Mutex<State>,
+    turn_free: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    files: Option<LockFiles>,
+    owner: Option<Owner>,
+    holding: bool,
+    last_wait: Duration,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Owner {
+    pid: u32,
+    thread: ThreadId,
+}
+
+impl Owner {
+    fn current() -> Owner {
+        Owner {
+            pid: current_pid(),
+            thread: std::thread::current().id(),
+        }
+    }
+}
+
+impl State {
+    /// In a forked child, forgets what belonged to the parent: its turn
+    /// (never unlocked here) and its descriptors (closed by the fork handler).
+    fn refresh_after_fork(&mut self) {
+        let pid = current_pid();
+        if self.owner.is_some_and(|o| o.pid != pid) {
+            self.owner = None;
+            self.holding = false;
+        }
+        if self.files.as_ref().is_some_and(|f| !f.owned_here()) {
+            if let Some(files) = self.files.take() {
+                files.discard(false);
+            }
+        }
+    }
+}
+
+/// What the waiting loop needs of the open files, copied out of the state
+/// so no mutex is held while waiting (a fork during the wait must not leave
+/// a child with a locked mutex).
+#[derive(Clone, Copy)]
+pub(crate) struct FilesView {
+    pub(crate) lock_fd: i32,
+    pub(crate) queue_fd: i32,
+    pub(crate) page: Option<PageRef>,
+}
+
+/// Why the waiting loop stopped without the lock.
+pub(crate) enum Gave {
+    /// The deadline passed.
+    Up,
+    /// A system call failed.
+    Failed(std::io::Error),
+}
+
+impl WriterQueue {
+    /// A queue for the database at `database`, with the default strategy
+    /// ([`Strategy::Handoff`]). `:memory:` and an empty path need no queue:
+    /// their turns are granted at once.
+    pub fn new(database: impl AsRef<Path>) -> WriterQueue {
+        WriterQueue::with_strategy(database, Strategy::default())
+    }
+
+    /// A queue with an explicit waiting strategy (benchmarks compare them).
+    pub fn with_strategy(database: impl AsRef<Path>, strategy: Strategy) -> WriterQueue {
+        let database = database.as_ref().to_path_buf();
+        WriterQueue {
+            in_memory: lockfiles::is_in_memory(&database),
+            database,
+            strategy,
+            state: Mutex::new(State::default()),
+            turn_free: Condvar::new(),
+        }
+    }
+
+    /// The database this queue serves.
+    pub fn database(&self) -> &Path {
+        &self.database
+    }
+
+    /// The waiting strategy.
+    pub fn strategy(&self) -> Strategy {
+        self.strategy
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        let mut guard = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        guard.refresh_after_fork();
+        guard
+    }
+
+    /// Whether this handle holds the writer turn (in this process).
+    pub fn holding(&self) -> bool {
+        self.state().holding
+    }
+
+    /// How long the last turn (a `begin`, a queued statement or a `take`)
+    /// waited before it was granted.
+    pub fn last_wait(&self) -> Duration {
+        self.state().last_wait
+    }
+
+    /// Takes the writer turn without starting a transaction, for hosts that
+    /// run `BEGIN` themselves. Returns how long it waited. `kind` picks the
+    /// busy message if the limit runs out.
+    pub fn take(&self, kind: BusyKind, wait: &Wait) -> Result<Duration> {
+        let deadline = Deadline::after(wait.limit());
+        self.take_until(kind, wait, &deadline)?;
+        let waited = deadline.waited();
+        self.state().last_wait = waited;
+        Ok(waited)
+    }
+
+    /// Gives the turn back. Returns false when this handle held none.
+    pub fn release(&self) -> Result<bool> {
+        let mut st = self.state();
+        if !st.holding {
+            return Ok(false);
+        }
+        let mut result = Ok(true);
+        if let Some(files) = st.files.as_ref() {
+            if let Err(source) = lockfiles::unlock(files.lock.fd()) {
+                result = Err(Error::Flock {
+                    path: files.lock.path().to_path_buf(),
+                    source,
+                });
+            }
+            if let Some(page) = files.page.as_ref() {
+                page.as_ref().note_released();
+            }
+        }
+        st.holding = false;
+        st.owner = None;
+        drop(st);
+        self.turn_free.notify_one();
+        result
+    }
+
+    fn busy(&self, kind: BusyKind, wait: &Wait, deadline: &Deadline) -> Error {
+        let holder_pid = if self.in_memory {
+            None
+        } else {
+            holders::database_holder(&self.database).filter(|p| *p != current_pid())
+        };
+        Error::Busy(Busy {
+            kind,
+            waited: deadline.waited(),
+            limit: wait.limit(),
+            setting: wait.setting().to_string(),
+            holder_pid,
+        })
+    }
+
+    fn take_until(&self, kind: BusyKind, wait: &Wait, deadline: &Deadline) -> Result<()> {
+        let me = Owner::current();
+        let view = {
+            let mut st = self.state();
+            loop {
+                match st.owner {
+                    None => break,
+                    Some(owner) if owner.thread == me.thread => return Err(Error::AlreadyHolding),
+                    Some(_) => {
+                        let left = deadline.left();
+                        if left.is_zero() {
+                            drop(st);
+                            return Err(self.busy(kind, wait, deadline));
+                        }
+                        st = self
+                            .turn_free
+                            .wait_timeout(st, left)
+                            .unwrap_or_else(|p| p.into_inner())
+                            .0;
+                        st.refresh_after_fork();
+                    }
+                }
+            }
+            if self.in_memory {
+                st.owner = Some(me);
+                st.holding = true;
+                return Ok(());
+            }
+            if st.files.is_none() {
+                let want_page = self.strategy == Strategy::Handoff;
+                st.files = Some(LockFiles::open(&self.database, want_page)?);
+            }
+            let Some(files) = st.files.as_ref() else {
+                return Err(Error::NotHolding);
+            };
+            let view = FilesView {
+                lock_fd: files.lock.fd(),
+                queue_fd: files.queue.fd(),
+                page: files.page.as_ref().map(|p| p.as_ref()),
+            };
+            st.owner = Some(me);
+            view
+        };
+
+        let outcome = match view.page {
+            Some(page) => crate::handoff::wait_for_turn(&view, page, deadline),
+            None => wait_for_turn_polling(&view, deadline),
+        };
+
+        let mut st = self.state();
+        match outcome {
+            Ok(()) => {
+                st.holding = true;
+                Ok(())
+            }
+            Err(gave) => {
+                st.owner = None;
+                let path = st
+                    .files
+                    .as_ref()
+                    .map(|f| f.lock.path().to_path_buf())
+                    .unwrap_or_default();
+                drop(st);
+                self.turn_free.notify_one();
+                match gave {
+                    Gave::Up => Err(self.busy(kind, wait, deadline)),
+                    Gave::Failed(source) => Err(Error::Flock { path, source }),
+                }
+            }
+        }
+    }
+
+    /// Waits for the turn within `wait`, sets the connection's busy timeout
+    /// to the time left and runs `BEGIN IMMEDIATE`. On any failure the turn
+    /// is given back and nothing was written.
+    pub fn begin<S: SqliteSession + ?Sized>(&self, conn: &S, wait: &Wait) -> Result<()> {
+        if conn.in_transaction() == Some(true) {
+            return Err(Error::InTransaction);
+        }
+        let deadline = Deadline::after(wait.limit());
+        self.take_until(BusyKind::Transaction, wait, &deadline)?;
+        let started = conn
+            .set_busy_timeout(deadline.left())
+            .and_then(|()| conn.exec("BEGIN IMMEDIATE"));
+        match started {
+            Ok(()) => {
+                self.state().last_wait = deadline.waited();
+                Ok(())
+            }
+            Err(failure) => {
+                let _ = self.release();
+                if failure.is_busy() {
+                    Err(self.busy(BusyKind::Transaction, wait, &deadline))
+                } else {
+                    Err(Error::NotStarted { failure })
+                }
+            }
+        }
+    }
+
+    /// Commits and gives the turn back. If SQLite refuses the COMMIT the
+    /// transaction, and the turn, stay until it ends.
+    pub fn commit<S: SqliteSession + ?Sized>(&self, conn: &S) -> Result<()> {
+        self.end(conn, "COMMIT")
+    }
+
+    /// Rolls back and gives the turn back.
+    pub fn rollback<S: SqliteSession + ?Sized>(&self, conn: &S) -> Result<()> {
+        self.end(conn, "ROLLBACK")
+    }
+
+    fn end<S: SqliteSession + ?Sized>(&self, conn: &S, statement: &'static str) -> Result<()> {
+        if !self.holding() {
+            return Err(Error::NotHolding);
+        }
+        match conn.exec(statement) {
+            Ok(()) => {
+                self.release()?;
+                Ok(())
+            }
+            Err(failure) => {
+                if conn.in_transaction() != Some(true) {
+                    self.release()?;
+                }
+                Err(Error::Sqlite { statement, failure })
+            }
+        }
+    }
+
+    /// Runs one write statement outside a transaction, in turn, within
+    /// `wait` (the busy timeout). A lock SQLite reports at once is tried
+    /// again within the time left. Reads, and statements inside an open
+    /// transaction, run at once without queueing.
+    pub fn execute<S: SqliteSession + ?Sized>(
+        &self,
+        conn: &S,
+        sql: &str,
+        wait: &Wait,
+    ) -> Result<()> {
+        let reads = conn
+            .is_read_only(sql)
+            .unwrap_or_else(|| looks_read_only(sql));
+        if reads || conn.in_transaction() == Some(true) {
+            return conn.exec(sql).map_err(|failure| Error::Sqlite {
+                statement: "the statement",
+                failure,
+            });
+        }
+        self.run_queued(wait, |left| {
+            conn.set_busy_timeout(left)?;
+            conn.exec(sql)
+        })
+    }
+
+    /// Runs `statement` in turn within `wait`, retrying while SQLite reports
+    /// a lock, for hosts that bind parameters themselves. `statement` gets
+    /// the time left, to use as its busy timeout.
+    pub fn run_queued<T>(
+        &self,
+        wait: &Wait,
+        mut statement: impl FnMut(Duration) -> std::result::Result<T, SqliteFailure>,
+    ) -> Result<T> {
+        let deadline = Deadline::after(wait.limit());
+        self.take_until(BusyKind::Statement, wait, &deadline)?;
+        self.state().last_wait = deadline.waited();
+        loop {
+            match statement(deadline.left()) {
+                Ok(value) => {
+                    self.release()?;
+                    return Ok(value);
+                }
+                Err(failure) if failure.is_busy() && !deadline.passed() => {
+                    std::thread::sleep(poll_pause(deadline.waited()).min(deadline.left()));
+                }
+                Err(failure) => {
+                    let _ = self.release();
+                    return Err(if failure.is_busy() {
+                        self.busy(BusyKind::Statement, wait, &deadline)
+                    } else {
+                        Error::Sqlite {
+                            statement: "the statement",
+                            failure,
+                        }
+                    });
+                }
+            }
+        }
+    }
+}
+
+impl Drop for WriterQueue {
+    fn drop(&mut self) {
+        let st = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
+        st.refresh_after_fork();
+        let holding = st.holding;
+        if let Some(files) = st.files.take() {
+            if holding && files.owned_here() {
+                let _ = lockfiles::unlock(files.lock.fd());
+                if let Some(page) = files.page.as_ref() {
+                    page.as_ref().note_released();
+                }
+            }
+            files.discard(false);
+        }
+    }
+}
+
+/// Joins the waiting writers (a shared lock on the queue file), first
+/// noting whether others were already waiting. Returns that.
+pub(crate) fn join_queue(view: &FilesView, deadline: &Deadline) -> std::result::Result<bool, Gave> {
+    let others = match try_flock(view.queue_fd, libc::LOCK_EX) {
+        Ok(Flock::Taken) => false,
+        Ok(Flock::Held) => true,
+        Err(e) => return Err(Gave::Failed(e)),
+    };
+    // Convert (or take) a shared lock. Only another writer's momentary probe
+    // can hold the exclusive one, so this loop ends within microseconds.
+    loop {
+        match try_flock(view.queue_fd, libc::LOCK_SH) {
+            Ok(Flock::Taken) => return Ok(others),
+            Ok(Flock::Held) if !deadline.passed() => std::thread::sleep(Duration::from_micros(200)),
+            Ok(Flock::Held) => return Err(Gave::Up),
+            Err(e) => return Err(Gave::Failed(e)),
+        }
+    }
+}
+
+/// Leaves the waiting writers.
+pub(crate) fn leave_queue(view: &FilesView) {
+    let _ = lockfiles::unlock(view.queue_fd);
+}
+
+/// The seed's protocol: polls of 1 to 15 ms (1 to 5 ms after a second of
+/// waiting), and a 30 ms yield when the lock is free while others wait.
+pub(crate) fn wait_for_turn_polling(
+    view: &FilesView,
+    deadline: &Deadline,
+) -> std::result::Result<(), Gave> {
+    let others = join_queue(view, deadline)?;
+    if others {
+        std::thread::sleep(YIELD.min(deadline.left()));
+    }
+    let result = poll_lock(view, deadline, |d| std::thread::sleep(d));
+    leave_queue(view);
+    result
+}
+
+/// Tries the lock until taken or the deadline passes, pausing with `pause`.
+pub(crate) fn poll_lock(
+    view: &FilesView,
+    deadline: &Deadline,
+    mut pause: impl FnMut(Duration),
+) -> std::result::Result<(), Gave> {
+    loop {
+        match try_flock(view.lock_fd, libc::LOCK_EX) {
+            Ok(Flock::Taken) => return Ok(()),
+            Ok(Flock::Held) => {}
+            Err(e) => return Err(Gave::Failed(e)),
+        }
+        if deadline.passed() {
+            return Err(Gave::Up);
+        }
+        pause(poll_pause(deadline.waited()).min(deadline.left()));
+    }
+}

@@ -1,0 +1,248 @@
+//! The wait policy: how long a writer waits for its turn, how often it
+//! tries, and when it stands aside.
+//!
+//! The defaults are Exponential's `[DatabaseSettings]` values. Limits are
+//! wall-clock deadlines measured by the queue itself: PHP's
+//! `max_execution_time` does not count time spent in system calls, so a host's
+//! own timer cannot be trusted to end a wait.
+
+use std::cell::Cell;
+use std::time::{Duration, Instant};
+
+/// Default wait for a transaction's turn in a web request
+/// (`[DatabaseSettings] SQLiteTransactionWait`, 25 s).
+pub const TRANSACTION_WAIT: Duration = Duration::from_secs(25);
+/// Default wait for a transaction's turn on the command line
+/// (`[DatabaseSettings] SQLiteCLITransactionWait`, 300 s).
+pub const CLI_TRANSACTION_WAIT: Duration = Duration::from_secs(300);
+/// Transaction waits below this are raised to it (1 s).
+pub const MIN_TRANSACTION_WAIT: Duration = Duration::from_secs(1);
+/// Default wait of a single write statement in a web request
+/// (`[DatabaseSettings] SQLiteBusyTimeout`, 5000 ms).
+pub const BUSY_TIMEOUT: Duration = Duration::from_millis(5000);
+/// Default wait of a single write statement on the command line
+/// (`[DatabaseSettings] SQLiteCLIBusyTimeout`, 30000 ms).
+pub const CLI_BUSY_TIMEOUT: Duration = Duration::from_millis(30_000);
+
+/// The setting named in a transaction's busy message by default.
+pub const TRANSACTION_SETTING: &str = "[DatabaseSettings] SQLiteTransactionWait";
+/// The setting named on the command line for a transaction.
+pub const CLI_TRANSACTION_SETTING: &str = "[DatabaseSettings] SQLiteCLITransactionWait";
+/// The setting named in a statement's busy message by default.
+pub const BUSY_SETTING: &str = "[DatabaseSettings] SQLiteBusyTimeout";
+/// The setting named on the command line for a statement.
+pub const CLI_BUSY_SETTING: &str = "[DatabaseSettings] SQLiteCLIBusyTimeout";
+
+/// Shortest pause between two tries for the lock (1 ms).
+pub const POLL_MIN: Duration = Duration::from_millis(1);
+/// Longest pause between two tries for the lock (15 ms).
+pub const POLL_MAX: Duration = Duration::from_millis(15);
+/// After waiting this long (1 s), a writer tries more often.
+pub const PATIENT_AFTER: Duration = Duration::from_secs(1);
+/// Longest pause between tries for a writer that has waited over
+/// [`PATIENT_AFTER`] (5 ms), which serves writers roughly in arrival order.
+pub const PATIENT_POLL_MAX: Duration = Duration::from_millis(5);
+/// How long a writer that finds the lock free while others wait leaves it
+/// to them before its own first try (30 ms, an upper bound with the
+/// hand-off page: the yield ends as soon as a waiter takes the lock).
+pub const YIELD: Duration = Duration::from_millis(30);
+
+/// A wait limit and the name of the setting it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Wait {
+    limit: Duration,
+    setting: String,
+}
+
+impl Wait {
+    /// A transaction's wait; values below [`MIN_TRANSACTION_WAIT`] are raised
+    /// to it. The setting defaults to [`TRANSACTION_SETTING`].
+    pub fn transaction(limit: Duration) -> Self {
+        Wait {
+            limit: limit.max(MIN_TRANSACTION_WAIT),
+            setting: TRANSACTION_SETTING.to_string(),
+        }
+    }
+
+    /// A single statement's wait (its busy timeout), taken as given. The
+    /// setting defaults to [`BUSY_SETTING`].
+    pub fn statement(limit: Duration) -> Self {
+        Wait {
+            limit,
+            setting: BUSY_SETTING.to_string(),
+        }
+    }
+
+    /// The command line's transaction wait ([`CLI_TRANSACTION_WAIT`]).
+    pub fn cli_transaction() -> Self {
+        Wait::transaction(CLI_TRANSACTION_WAIT).with_setting(CLI_TRANSACTION_SETTING)
+    }
+
+    /// The command line's statement wait ([`CLI_BUSY_TIMEOUT`]).
+    pub fn cli_statement() -> Self {
+        Wait::statement(CLI_BUSY_TIMEOUT).with_setting(CLI_BUSY_SETTING)
+    }
+
+    /// Names the setting quoted in the busy message.
+    pub fn with_setting(mut self, setting: impl Into<String>) -> Self {
+        self.setting = setting.into();
+        self
+    }
+
+    /// The limit.
+    pub fn limit(&self) -> Duration {
+        self.limit
+    }
+
+    /// The setting's name.
+    pub fn setting(&self) -> &str {
+        &self.setting
+    }
+
+    /// Converts seconds from a host (PHP, Python, C) into a duration,
+    /// refusing negative, infinite and NaN values.
+    pub fn seconds(name: &'static str, seconds: f64) -> crate::Result<Duration> {
+        if seconds.is_finite() && seconds >= 0.0 && seconds < 1.0e9 {
+            Ok(Duration::from_secs_f64(seconds))
+        } else {
+            Err(crate::Error::InvalidArgument {
+                name,
+                reason: format!("{seconds} is not a number of seconds from 0 up"),
+            })
+        }
+    }
+}
+
+impl Default for Wait {
+    /// The web request's transaction wait, [`TRANSACTION_WAIT`].
+    fn default() -> Self {
+        Wait::transaction(TRANSACTION_WAIT)
+    }
+}
+
+/// How a waiting writer learns that the lock is free.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Strategy {
+    /// The seed's protocol alone: polls of 1 to 15 ms and a fixed 30 ms yield.
+    Poll,
+    /// Polling plus the hand-off page in `.writer-queue`: waiters sleep on a
+    /// futex, the releaser wakes the oldest one, and a yield ends as soon as
+    /// a waiter has taken the lock. Falls back to polling where the page is
+    /// unusable (a read-only queue file, a foreign layout version).
+    #[default]
+    Handoff,
+}
+
+/// A deadline measured from the start of a wait.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Deadline {
+    pub(crate) start: Instant,
+    pub(crate) end: Instant,
+}
+
+impl Deadline {
+    pub(crate) fn after(limit: Duration) -> Self {
+        let start = Instant::now();
+        Deadline {
+            start,
+            end: start + limit,
+        }
+    }
+
+    pub(crate) fn left(&self) -> Duration {
+        self.end.saturating_duration_since(Instant::now())
+    }
+
+    pub(crate) fn passed(&self) -> bool {
+        Instant::now() >= self.end
+    }
+
+    pub(crate) fn waited(&self) -> Duration {
+        self.start.elapsed()
+    }
+}
+
+thread_local! {
+    static RNG: Cell<u64> = Cell::new(seed());
+}
+
+fn seed() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    let local = 0u8;
+    let addr = &local as *const u8 as u64;
+    (nanos ^ (u64::from(std::process::id()) << 32) ^ addr) | 1
+}
+
+/// Re-seeds this thread's generator (after `fork()` parent and child would
+/// otherwise draw the same pauses).
+pub(crate) fn reseed() {
+    RNG.with(|r| r.set(seed()));
+}
+
+/// A uniformly random duration in `[lo, hi]` (xorshift; no need for quality).
+pub(crate) fn random_between(lo: Duration, hi: Duration) -> Duration {
+    let span = hi.saturating_sub(lo).as_micros() as u64;
+    let x = RNG.with(|r| {
+        let mut x = r.get();
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        r.set(x);
+        x
+    });
+    lo + Duration::from_micros(if span == 0 { 0 } else { x % (span + 1) })
+}
+
+/// The pause before the next try, for a writer that has waited `waited`.
+pub(crate) fn poll_pause(waited: Duration) -> Duration {
+    if waited > PATIENT_AFTER {
+        random_between(POLL_MIN, PATIENT_POLL_MAX)
+    } else {
+        random_between(POLL_MIN, POLL_MAX)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transaction_wait_is_raised_to_one_second() {
+        assert_eq!(
+            Wait::transaction(Duration::from_millis(200)).limit(),
+            Duration::from_secs(1)
+        );
+        assert_eq!(
+            Wait::transaction(Duration::from_secs(25)).limit(),
+            TRANSACTION_WAIT
+        );
+        assert_eq!(
+            Wait::statement(Duration::from_millis(200)).limit(),
+            Duration::from_millis(200)
+        );
+    }
+
+    #[test]
+    fn pauses_stay_in_range() {
+        for _ in 0..1000 {
+            let p = poll_pause(Duration::ZERO);
+            assert!(p >= POLL_MIN && p <= POLL_MAX, "{p:?}");
+            let p = poll_pause(Duration::from_secs(2));
+            assert!(p >= POLL_MIN && p <= PATIENT_POLL_MAX, "{p:?}");
+        }
+    }
+
+    #[test]
+    fn bad_seconds_are_refused() {
+        assert!(Wait::seconds("wait", -1.0).is_err());
+        assert!(Wait::seconds("wait", f64::NAN).is_err());
+        assert!(Wait::seconds("wait", f64::INFINITY).is_err());
+        assert_eq!(
+            Wait::seconds("wait", 1.5).ok(),
+            Some(Duration::from_millis(1500))
+        );
+    }
+}

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs what the build and the tests need: Debian packages (as root, with
+# apt-get; otherwise it prints the command and stops), cbindgen for the
+# header check, and the project virtualenv (.venv) with maturin and pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(
+    pkg-config gcc libsqlite3-dev sqlite3       # the core links the system libsqlite3
+    postgresql                                  # throwaway test cluster
+    php8.2-cli php8.2-dev php8.2-sqlite3 php8.2-fpm libclang-dev libfcgi-bin  # PHP extension
+    valgrind                                    # the C ABI test runs under valgrind
+)
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if (( ${#missing[@]} )); then
+    if [[ "$(id -u)" == 0 ]]; then
+        echo "deps: installing ${missing[*]}"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq
+        apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    else
+        echo "deps: missing Debian packages: ${missing[*]}" >&2
+        echo "deps: install them with: sudo apt-get install -y ${missing[*]}" >&2
+        exit 1
+    fi
+fi
+
+if ! command -v cbindgen >/dev/null 2>&1; then
+    echo "deps: installing cbindgen into .tools"
+    cargo install --quiet --locked --root .tools cbindgen --version 0.29.2
+fi
+
+venv=${VENV:-.venv}
+if [[ ! -x "$venv/bin/python" ]]; then
+    echo "deps: creating the virtualenv $venv"
+    python3 -m venv "$venv"
+fi
+if ! "$venv/bin/python" -c 'import maturin, pytest' 2>/dev/null; then
+    "$venv/bin/pip" install --quiet 'maturin>=1.7,<2' 'pytest>=8'
+fi
