@@ -331,10 +331,12 @@ impl PageRef {
             .min_by_key(|&(_, t)| t)
     }
 
-    /// The oldest live waiter, reaping dead ones on the way.
-    fn oldest_alive(&self) -> Option<(usize, u64)> {
+    /// The oldest live waiter, reaping dead ones on the way. `own` is the
+    /// caller's slot, alive by definition: its liveness lock belongs to the
+    /// caller's own open file description, which never conflicts with itself.
+    fn oldest_alive(&self, own: Option<usize>) -> Option<(usize, u64)> {
         while let Some((index, ticket)) = self.oldest() {
-            if self.alive(index) {
+            if own == Some(index) || self.alive(index) {
                 return Some((index, ticket));
             }
             self.reap(index, ticket);
@@ -343,7 +345,7 @@ impl PageRef {
     }
 
     fn wake_oldest(&self) {
-        if let Some((index, _)) = self.oldest_alive() {
+        if let Some((index, _)) = self.oldest_alive(None) {
             let word = &self.layout().slots[index].word;
             word.fetch_add(1, Ordering::AcqRel);
             futex_wake(word, 1);
@@ -412,7 +414,7 @@ pub(crate) fn wait_for_turn(
         if others {
             std::thread::sleep(YIELD.min(deadline.left()));
         }
-        let result = poll_lock(view, deadline, |d| std::thread::sleep(d));
+        let result = poll_lock(view, deadline);
         leave_queue(view);
         if result.is_ok() {
             page.note_acquired();
@@ -452,7 +454,7 @@ pub(crate) fn wait_for_turn(
         futex_wait(&slot.word, seen, timeout.min(deadline.left()));
         if !head && slot.word.load(Ordering::Acquire) == seen {
             // Timed out: make sure whoever is ahead is still alive.
-            let _ = page.oldest_alive();
+            let _ = page.oldest_alive(Some(place.index));
         }
     })();
     page.leave(place);

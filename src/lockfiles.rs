@@ -57,9 +57,8 @@ fn windows_contains(hay: &[u8], needle: &[u8]) -> bool {
 }
 
 const REGISTRY_SLOTS: usize = 512;
-const EMPTY: AtomicI32 = AtomicI32::new(-1);
 /// Descriptors the fork handler closes in a child.
-static REGISTRY: [AtomicI32; REGISTRY_SLOTS] = [EMPTY; REGISTRY_SLOTS];
+static REGISTRY: [AtomicI32; REGISTRY_SLOTS] = [const { AtomicI32::new(-1) }; REGISTRY_SLOTS];
 static ATFORK: Once = Once::new();
 
 extern "C" fn close_inherited_in_child() {

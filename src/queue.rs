@@ -446,17 +446,14 @@ pub(crate) fn wait_for_turn_polling(
     if others {
         std::thread::sleep(YIELD.min(deadline.left()));
     }
-    let result = poll_lock(view, deadline, |d| std::thread::sleep(d));
+    let result = poll_lock(view, deadline);
     leave_queue(view);
     result
 }
 
-/// Tries the lock until taken or the deadline passes, pausing with `pause`.
-pub(crate) fn poll_lock(
-    view: &FilesView,
-    deadline: &Deadline,
-    mut pause: impl FnMut(Duration),
-) -> std::result::Result<(), Gave> {
+/// Tries the lock until taken or the deadline passes, pausing 1 to 15 ms
+/// between tries (1 to 5 ms after a second of waiting).
+pub(crate) fn poll_lock(view: &FilesView, deadline: &Deadline) -> std::result::Result<(), Gave> {
     loop {
         match try_flock(view.lock_fd, libc::LOCK_EX) {
             Ok(Flock::Taken) => return Ok(()),
@@ -466,6 +463,6 @@ pub(crate) fn poll_lock(
         if deadline.passed() {
             return Err(Gave::Up);
         }
-        pause(poll_pause(deadline.waited()).min(deadline.left()));
+        std::thread::sleep(poll_pause(deadline.waited()).min(deadline.left()));
     }
 }

@@ -102,7 +102,7 @@ impl Wait {
     /// Converts seconds from a host (PHP, Python, C) into a duration,
     /// refusing negative, infinite and NaN values.
     pub fn seconds(name: &'static str, seconds: f64) -> crate::Result<Duration> {
-        if seconds.is_finite() && seconds >= 0.0 && seconds < 1.0e9 {
+        if (0.0..1.0e9).contains(&seconds) {
             Ok(Duration::from_secs_f64(seconds))
         } else {
             Err(crate::Error::InvalidArgument {

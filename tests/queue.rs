@@ -183,10 +183,7 @@ fn a_writer_that_waits_out_its_limit_gets_the_exact_message_and_writes_nothing()
     );
     assert!(err.to_string().contains("(waited 1.0 s,"), "{err}");
     assert!(!queue.holding());
-    assert!(
-        !conn.is_autocommit() == false,
-        "no transaction was left open"
-    );
+    assert!(conn.is_autocommit(), "no transaction was left open");
 
     // A single statement gets the statement message.
     let err = queue
@@ -582,19 +579,61 @@ fn single_statements_queue_and_reads_do_not() {
 
 fn main() {
     run_tests(&[
-        ("sixty_four_processes_publish_three_times_and_all_commit", sixty_four_processes_publish_three_times_and_all_commit),
-        ("the_same_load_with_plain_begin_loses_publishes", the_same_load_with_plain_begin_loses_publishes),
-        ("forty_eight_transactions_of_300_ms_are_serialized", forty_eight_transactions_of_300_ms_are_serialized),
-        ("a_commit_begin_hot_loop_does_not_starve_an_interactive_writer", a_commit_begin_hot_loop_does_not_starve_an_interactive_writer),
-        ("a_writer_that_waits_out_its_limit_gets_the_exact_message_and_writes_nothing", a_writer_that_waits_out_its_limit_gets_the_exact_message_and_writes_nothing),
-        ("killing_a_holder_frees_the_lock_at_once", killing_a_holder_frees_the_lock_at_once),
-        ("a_forked_child_never_frees_its_parents_lock", a_forked_child_never_frees_its_parents_lock),
-        ("a_parent_that_exits_after_forking_leaves_no_lock_behind", a_parent_that_exits_after_forking_leaves_no_lock_behind),
-        ("a_lock_file_this_user_cannot_write_still_queues", a_lock_file_this_user_cannot_write_still_queues),
-        ("a_raw_connection_outside_the_queue_is_waited_for", a_raw_connection_outside_the_queue_is_waited_for),
-        ("two_handles_in_one_process_exclude_each_other", two_handles_in_one_process_exclude_each_other),
-        ("one_handle_shared_by_threads_never_grants_two_turns", one_handle_shared_by_threads_never_grants_two_turns),
-        ("commit_without_a_turn_and_a_failed_begin_leak_nothing", commit_without_a_turn_and_a_failed_begin_leak_nothing),
-        ("single_statements_queue_and_reads_do_not", single_statements_queue_and_reads_do_not),
+        (
+            "sixty_four_processes_publish_three_times_and_all_commit",
+            sixty_four_processes_publish_three_times_and_all_commit,
+        ),
+        (
+            "the_same_load_with_plain_begin_loses_publishes",
+            the_same_load_with_plain_begin_loses_publishes,
+        ),
+        (
+            "forty_eight_transactions_of_300_ms_are_serialized",
+            forty_eight_transactions_of_300_ms_are_serialized,
+        ),
+        (
+            "a_commit_begin_hot_loop_does_not_starve_an_interactive_writer",
+            a_commit_begin_hot_loop_does_not_starve_an_interactive_writer,
+        ),
+        (
+            "a_writer_that_waits_out_its_limit_gets_the_exact_message_and_writes_nothing",
+            a_writer_that_waits_out_its_limit_gets_the_exact_message_and_writes_nothing,
+        ),
+        (
+            "killing_a_holder_frees_the_lock_at_once",
+            killing_a_holder_frees_the_lock_at_once,
+        ),
+        (
+            "a_forked_child_never_frees_its_parents_lock",
+            a_forked_child_never_frees_its_parents_lock,
+        ),
+        (
+            "a_parent_that_exits_after_forking_leaves_no_lock_behind",
+            a_parent_that_exits_after_forking_leaves_no_lock_behind,
+        ),
+        (
+            "a_lock_file_this_user_cannot_write_still_queues",
+            a_lock_file_this_user_cannot_write_still_queues,
+        ),
+        (
+            "a_raw_connection_outside_the_queue_is_waited_for",
+            a_raw_connection_outside_the_queue_is_waited_for,
+        ),
+        (
+            "two_handles_in_one_process_exclude_each_other",
+            two_handles_in_one_process_exclude_each_other,
+        ),
+        (
+            "one_handle_shared_by_threads_never_grants_two_turns",
+            one_handle_shared_by_threads_never_grants_two_turns,
+        ),
+        (
+            "commit_without_a_turn_and_a_failed_begin_leak_nothing",
+            commit_without_a_turn_and_a_failed_begin_leak_nothing,
+        ),
+        (
+            "single_statements_queue_and_reads_do_not",
+            single_statements_queue_and_reads_do_not,
+        ),
     ]);
 }
