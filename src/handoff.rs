@@ -344,8 +344,11 @@ impl PageRef {
         None
     }
 
+    /// Wakes the waiter with the oldest ticket. Liveness is not checked
+    /// here, on every release: a dead head's wake-up is lost, and the
+    /// waiters behind it reap it at their next recheck.
     fn wake_oldest(&self) {
-        if let Some((index, _)) = self.oldest_alive(None) {
+        if let Some((index, _)) = self.oldest() {
             let word = &self.layout().slots[index].word;
             word.fetch_add(1, Ordering::AcqRel);
             futex_wake(word, 1);
@@ -408,7 +411,15 @@ pub(crate) fn wait_for_turn(
     view: &FilesView,
     page: PageRef,
     deadline: &Deadline,
-) -> Result<(), Gave> {
+    in_slice: bool,
+) -> Result<bool, Gave> {
+    // Within its slice a writer takes the lock straight back if it is free.
+    if in_slice {
+        if let Ok(Flock::Taken) = try_flock(view.lock_fd, libc::LOCK_EX) {
+            page.note_acquired();
+            return Ok(true);
+        }
+    }
     let others = join_queue(view, deadline)?;
     let Some(place) = page.join() else {
         if others {
@@ -419,7 +430,7 @@ pub(crate) fn wait_for_turn(
         if result.is_ok() {
             page.note_acquired();
         }
-        return result;
+        return result.map(|()| false);
     };
     // Writers hold the queue file but none is on the page ahead of us: they
     // can only poll, so leave the lock to them for up to 30 ms.
@@ -464,5 +475,5 @@ pub(crate) fn wait_for_turn(
         // Gave up: pass the wake-up on in case it was meant for us.
         Err(_) => page.wake_oldest(),
     }
-    result
+    result.map(|()| false)
 }

@@ -9,7 +9,7 @@
 //! a crash never blocks the queue.
 //!
 //! ```no_run
-//! use std::time::Duration;
+//! use std::time::{Duration, Instant};
 //! use writerlock::{Wait, WriterQueue};
 //!
 //! let conn = rusqlite::Connection::open("site.db")?;
@@ -23,14 +23,14 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::thread::ThreadId;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::error::{Busy, BusyKind, Error, Result, SqliteFailure};
 use crate::handoff::PageRef;
 use crate::holders;
 use crate::lockfiles::{self, current_pid, try_flock, Flock, LockFiles};
 use crate::sqlite::{looks_read_only, SqliteSession};
-use crate::wait::{poll_pause, Deadline, Strategy, Wait, YIELD};
+use crate::wait::{poll_pause, Deadline, Strategy, Wait, SLICE, YIELD};
 
 /// A process's handle on one database's write queue.
 ///
@@ -54,6 +54,8 @@ struct State {
     owner: Option<Owner>,
     holding: bool,
     last_wait: Duration,
+    /// When this handle last got its turn in arrival order (hand-off only).
+    slice_start: Option<Instant>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,6 +81,7 @@ impl State {
         if self.owner.is_some_and(|o| o.pid != pid) {
             self.owner = None;
             self.holding = false;
+            self.slice_start = None;
         }
         if self.files.as_ref().is_some_and(|f| !f.owned_here()) {
             if let Some(files) = self.files.take() {
@@ -245,18 +248,23 @@ impl WriterQueue {
                 page: files.page.as_ref().map(|p| p.as_ref()),
             };
             st.owner = Some(me);
-            view
+            let in_slice = st.slice_start.is_some_and(|s| s.elapsed() < SLICE);
+            (view, in_slice)
         };
+        let (view, in_slice) = view;
 
         let outcome = match view.page {
-            Some(page) => crate::handoff::wait_for_turn(&view, page, deadline),
-            None => wait_for_turn_polling(&view, deadline),
+            Some(page) => crate::handoff::wait_for_turn(&view, page, deadline, in_slice),
+            None => wait_for_turn_polling(&view, deadline).map(|()| false),
         };
 
         let mut st = self.state();
         match outcome {
-            Ok(()) => {
+            Ok(took_back) => {
                 st.holding = true;
+                if !took_back {
+                    st.slice_start = Some(Instant::now());
+                }
                 Ok(())
             }
             Err(gave) => {
