@@ -193,6 +193,8 @@ impl WriterQueue {
     }
 
     fn busy(&self, kind: BusyKind, wait: &Wait, deadline: &Deadline) -> Error {
+        // Read the clock before the /proc/locks lookup, which takes time.
+        let waited = deadline.waited();
         let holder_pid = if self.in_memory {
             None
         } else {
@@ -200,7 +202,7 @@ impl WriterQueue {
         };
         Error::Busy(Busy {
             kind,
-            waited: deadline.waited(),
+            waited,
             limit: wait.limit(),
             setting: wait.setting().to_string(),
             holder_pid,

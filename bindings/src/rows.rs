@@ -1,0 +1,211 @@
+//! `wl_pg_rows`: the rows a Postgres statement returned, as text.
+//!
+//! Every value is rendered once, when the rows arrive, in the text form
+//! Postgres itself prints (`t`/`f` for booleans, `\x...` hex for bytea,
+//! `2024-05-01 12:00:00.25+00` for timestamps, in UTC), so C reads
+//! `const char *` pointers that stay valid until the rows are freed.
+
+use std::ffi::{c_char, CString};
+
+use writerlock::pg::{Rows, Value};
+
+use crate::ffi::{c_string, value};
+
+/// The rows a statement returned (`wl_pg_query`), rendered as text.
+///
+/// Owned by the caller and freed with `wl_pg_rows_free`. Immutable: it may
+/// be read from any thread. Pointers it hands out stay valid until it is
+/// freed.
+#[allow(non_camel_case_types)]
+pub struct wl_pg_rows {
+    columns: Vec<CString>,
+    cells: Vec<Vec<Option<CString>>>,
+    affected: u64,
+}
+
+impl wl_pg_rows {
+    /// Renders `rows` as text.
+    pub(crate) fn new(rows: &Rows) -> wl_pg_rows {
+        wl_pg_rows {
+            columns: rows.columns().iter().map(|c| c_string(c.name())).collect(),
+            cells: rows
+                .rows()
+                .iter()
+                .map(|r| {
+                    r.values()
+                        .iter()
+                        .map(|v| text_of(v).map(|t| c_string(&t)))
+                        .collect()
+                })
+                .collect(),
+            affected: rows.affected(),
+        }
+    }
+
+    fn cell(&self, row: usize, column: usize) -> Option<&CString> {
+        self.cells.get(row)?.get(column)?.as_ref()
+    }
+}
+
+/// A value in Postgres's text form; `None` for SQL NULL.
+fn text_of(v: &Value) -> Option<String> {
+    Some(match v {
+        Value::Null => return None,
+        Value::Bool(b) => (if *b { "t" } else { "f" }).to_string(),
+        Value::Int(i) => i.to_string(),
+        Value::Float(f) => float_text(*f),
+        Value::Text(t) | Value::Numeric(t) => t.clone(),
+        Value::Bytes(b) => {
+            let mut s = String::with_capacity(2 + 2 * b.len());
+            s.push_str("\\x");
+            for byte in b {
+                s.push_str(&format!("{byte:02x}"));
+            }
+            s
+        }
+        Value::Json(j) => j.to_string(),
+        Value::Timestamp { micros, time_zone } => timestamp_text(*micros, *time_zone),
+        // `Value` may grow; render anything new through its debug form
+        // rather than failing.
+        #[allow(unreachable_patterns)]
+        other => format!("{other:?}"),
+    })
+}
+
+fn float_text(v: f64) -> String {
+    if v.is_nan() {
+        "NaN".to_string()
+    } else if v.is_infinite() {
+        (if v > 0.0 { "Infinity" } else { "-Infinity" }).to_string()
+    } else {
+        v.to_string()
+    }
+}
+
+/// Days since 1970-01-01 to a proleptic Gregorian (year, month, day).
+fn civil(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+/// A timestamp in the text form Postgres prints: `2024-05-01 12:00:00.25+00`.
+fn timestamp_text(micros: i64, time_zone: bool) -> String {
+    match micros {
+        i64::MAX => return "infinity".to_string(),
+        i64::MIN => return "-infinity".to_string(),
+        _ => {}
+    }
+    let (y, mo, d) = civil(micros.div_euclid(86_400_000_000));
+    let rest = micros.rem_euclid(86_400_000_000);
+    let secs = rest / 1_000_000;
+    let frac = rest % 1_000_000;
+    let (h, mi, s) = (secs / 3600, (secs / 60) % 60, secs % 60);
+    let mut time = format!("{h:02}:{mi:02}:{s:02}");
+    if frac != 0 {
+        let f = format!("{frac:06}");
+        time.push('.');
+        time.push_str(f.trim_end_matches('0'));
+    }
+    let (year, bc) = if y <= 0 { (1 - y, " BC") } else { (y, "") };
+    let tz = if time_zone { "+00" } else { "" };
+    format!("{year:04}-{mo:02}-{d:02} {time}{tz}{bc}")
+}
+
+fn rows_ref<'a>(rows: *const wl_pg_rows) -> Option<&'a wl_pg_rows> {
+    crate::ffi::deref("rows", rows).ok()
+}
+
+/// Frees rows from `wl_pg_query`. NULL is ignored.
+#[no_mangle]
+pub extern "C" fn wl_pg_rows_free(rows: *mut wl_pg_rows) {
+    value("wl_pg_rows_free", (), || {
+        drop(crate::ffi::take_box(rows));
+    })
+}
+
+/// The number of rows (0 for NULL).
+#[no_mangle]
+pub extern "C" fn wl_pg_rows_count(rows: *const wl_pg_rows) -> usize {
+    value("wl_pg_rows_count", 0, || {
+        rows_ref(rows).map_or(0, |r| r.cells.len())
+    })
+}
+
+/// The number of columns (0 for NULL).
+#[no_mangle]
+pub extern "C" fn wl_pg_rows_columns(rows: *const wl_pg_rows) -> usize {
+    value("wl_pg_rows_columns", 0, || {
+        rows_ref(rows).map_or(0, |r| r.columns.len())
+    })
+}
+
+/// The number of rows the statement changed or returned (0 for NULL).
+#[no_mangle]
+pub extern "C" fn wl_pg_rows_affected(rows: *const wl_pg_rows) -> u64 {
+    value("wl_pg_rows_affected", 0, || {
+        rows_ref(rows).map_or(0, |r| r.affected)
+    })
+}
+
+/// The name of column `column` (from 0), borrowed from `rows` until it is
+/// freed; NULL when out of range.
+#[no_mangle]
+pub extern "C" fn wl_pg_rows_column_name(rows: *const wl_pg_rows, column: usize) -> *const c_char {
+    value("wl_pg_rows_column_name", std::ptr::null(), || {
+        rows_ref(rows)
+            .and_then(|r| r.columns.get(column))
+            .map_or(std::ptr::null(), |c| c.as_ptr())
+    })
+}
+
+/// The value at `row`, `column` (both from 0) as text, borrowed from `rows`
+/// until it is freed; NULL for SQL NULL or out of range (tell them apart
+/// with `wl_pg_rows_count` / `wl_pg_rows_columns`).
+#[no_mangle]
+pub extern "C" fn wl_pg_rows_text(
+    rows: *const wl_pg_rows,
+    row: usize,
+    column: usize,
+) -> *const c_char {
+    value("wl_pg_rows_text", std::ptr::null(), || {
+        rows_ref(rows)
+            .and_then(|r| r.cell(row, column))
+            .map_or(std::ptr::null(), |c| c.as_ptr())
+    })
+}
+
+/// Whether the value at `row`, `column` is SQL NULL (true out of range).
+#[no_mangle]
+pub extern "C" fn wl_pg_rows_is_null(rows: *const wl_pg_rows, row: usize, column: usize) -> bool {
+    value("wl_pg_rows_is_null", true, || {
+        rows_ref(rows).is_none_or(|r| r.cell(row, column).is_none())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_render_like_postgres() {
+        assert_eq!(text_of(&Value::Bool(true)).as_deref(), Some("t"));
+        assert_eq!(
+            text_of(&Value::Bytes(vec![1, 0xab])).as_deref(),
+            Some("\\x01ab")
+        );
+        assert_eq!(text_of(&Value::Null), None);
+        assert_eq!(
+            timestamp_text(1_714_564_800_250_000, true),
+            "2024-05-01 12:00:00.25+00"
+        );
+        assert_eq!(timestamp_text(0, false), "1970-01-01 00:00:00");
+    }
+}

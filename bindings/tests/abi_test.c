@@ -1,0 +1,991 @@
+/*
+ * The C ABI of writerlock, exercised from C against the installed header and
+ * library, with real processes and (when TEST_DATABASE_URL is set) a real
+ * PostgreSQL server. bindings/tests/run.sh builds it with pkg-config and runs
+ * it under valgrind.
+ *
+ * usage: abi_test [NAME-SUBSTRING]   (runs the tests whose name contains it)
+ *
+ * Prints one line per test (`test NAME ... ok` / `FAILED`) and a closing
+ * `N passed, N failed` line; exits non-zero when a test failed.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <writerlock.h>
+#include <sqlite3.h>
+
+#include "abi_helpers.h"
+
+/* ------------------------------------------------------------------------ */
+/* The SQLite queue                                                          */
+/* ------------------------------------------------------------------------ */
+
+static const char BUSY_1S[] =
+    "database is busy: the transaction could not start within 1 s (waited 1.0 s, "
+    "[DatabaseSettings] SQLiteTransactionWait), another write held the lock all that time; "
+    "nothing was written";
+
+static void test_header_constants(void) {
+    CHECK(WL_OK == 0, "WL_OK is %d", (int)WL_OK);
+    CHECK(WL_BUSY == 1 && WL_NOT_STARTED == 2 && WL_SQLITE == 3 && WL_IO == 4 &&
+              WL_INVALID_ARGUMENT == 5 && WL_STATE == 6 && WL_PANIC == 7,
+          "SQLite-side codes were renumbered");
+    CHECK(WL_PG_CONNECT == 100 && WL_PG_SETTING == 101 && WL_PG_NOT_GRANTED == 102 &&
+              WL_PG_REFUSED == 103 && WL_PG_DATABASE == 104 && WL_PG_SESSION_ENDED == 105 &&
+              WL_PG_CLOSED == 106 && WL_PG_ROLLED_BACK == 107 && WL_PG_DRIVER == 108,
+          "Postgres codes were renumbered");
+    CHECK_STR(wl_result_name(WL_BUSY), "WL_BUSY");
+    CHECK_STR(wl_result_name(WL_PG_REFUSED), "WL_PG_REFUSED");
+    CHECK_STR(wl_result_name(4242), "WL_UNKNOWN");
+    CHECK(wl_version() != NULL && strlen(wl_version()) >= 5, "wl_version() is empty");
+    CHECK(WL_TRANSACTION_WAIT == 25.0 && WL_CLI_TRANSACTION_WAIT == 300.0 &&
+              WL_BUSY_TIMEOUT == 5.0 && WL_CLI_BUSY_TIMEOUT == 30.0,
+          "wait defaults differ from the seed");
+    CHECK_STR(WL_TRANSACTION_SETTING, "[DatabaseSettings] SQLiteTransactionWait");
+    CHECK_STR(WL_BUSY_SETTING, "[DatabaseSettings] SQLiteBusyTimeout");
+    CHECK_STR(WL_PG_REFUSED_SQLSTATE, "LW001");
+    CHECK(WL_PG_WRITER_LOCK == 1279607879LL, "writer lock key is %lld", (long long)WL_PG_WRITER_LOCK);
+}
+
+static void test_null_pointers(void) {
+    wl_queue *q = (wl_queue *)0x1; /* must be reset to NULL on failure */
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_queue_new(NULL, &q));
+    CHECK(q == NULL, "*out was not reset to NULL on failure");
+    CHECK_CONTAINS(last_message(), "invalid argument path: it is NULL");
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_queue_new("x.db", NULL));
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_queue_new_with_strategy(NULL, WL_STRATEGY_POLL, &q));
+
+    char path[PATH_MAX];
+    scratch_path(path, "nulls.db");
+    sqlite3 *db = open_db(path);
+    EXPECT_RC(WL_OK, wl_queue_new(path, &q));
+
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_queue_begin(NULL, db, 1.0, NULL));
+    CHECK_CONTAINS(last_message(), "queue");
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_queue_begin(q, NULL, 1.0, NULL));
+    CHECK_CONTAINS(last_message(), "invalid argument db: it is NULL");
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_queue_commit(NULL, db));
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_queue_commit(q, NULL));
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_queue_rollback(NULL, db));
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_queue_rollback(q, NULL));
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_queue_exec(NULL, db, "SELECT 1", 1.0, NULL));
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_queue_exec(q, NULL, "SELECT 1", 1.0, NULL));
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_queue_exec(q, db, NULL, 1.0, NULL));
+    CHECK_CONTAINS(last_message(), "invalid argument sql");
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_queue_take(NULL, WL_BUSY_TRANSACTION, 1.0, NULL, NULL));
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_queue_release(NULL, NULL));
+    CHECK(!wl_queue_holding(NULL), "holding(NULL) is true");
+    CHECK(wl_queue_last_wait(NULL) == 0.0, "last_wait(NULL) is not 0");
+    CHECK(wl_queue_database(NULL, NULL, 0) == 0, "database(NULL) is not empty");
+    CHECK(!wl_queue_holding(q), "a NULL-argument call took the turn");
+    wl_queue_free(NULL);
+    wl_queue_free(q);
+    sqlite3_close(db);
+
+    /* Errors and their accessors. */
+    char buf[64] = "untouched";
+    CHECK(wl_error_message(NULL, buf, sizeof buf) == 0 && buf[0] == '\0', "message(NULL)");
+    CHECK(wl_error_code(NULL) == WL_OK, "code(NULL)");
+    CHECK(wl_error_busy_kind(NULL) == WL_BUSY_NONE, "busy_kind(NULL)");
+    CHECK(wl_error_busy_holder_pid(NULL) == 0, "holder_pid(NULL)");
+    CHECK(wl_error_refused_version(NULL) == -1, "refused_version(NULL)");
+    CHECK(wl_error_sqlstate(NULL, buf, sizeof buf) == 0, "sqlstate(NULL)");
+    wl_error_free(NULL);
+
+    /* Postgres objects. */
+    wl_pg_conn *conn = (wl_pg_conn *)0x1;
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_connect(NULL, NULL, &conn));
+    CHECK(conn == NULL, "wl_pg_connect left *out set");
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_connect("postgresql://x@127.0.0.1/x", NULL, NULL));
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_exec(NULL, "SELECT 1", 0, NULL, NULL));
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_exec_batch(NULL, "SELECT 1"));
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_query(NULL, "SELECT 1", 0, NULL, NULL));
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_begin(NULL));
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_commit(NULL));
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_rollback(NULL));
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_show(NULL, "lock_timeout", buf, sizeof buf, NULL));
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_setup_schema(NULL, NULL));
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_write_begin(NULL, NULL));
+    int64_t floor_v = 0;
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_stored_floor(NULL, &floor_v));
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_settings_new(NULL));
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_settings_set_lock_wait(NULL, 1.0));
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_settings_set_version(NULL, 2));
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_pool_new(NULL, NULL, 2, NULL));
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_pool_take(NULL, &conn));
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_pool_give(NULL, NULL));
+    wl_pg_refused_writer rw;
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_write_refused(NULL, 0, &rw));
+    wl_strings *alerts = NULL;
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_write_alerts(NULL, NULL, 0, &alerts));
+    CHECK(wl_pg_rows_text(NULL, 0, 0) == NULL, "rows_text(NULL)");
+    CHECK(wl_pg_rows_is_null(NULL, 0, 0), "rows_is_null(NULL)");
+    CHECK(wl_pg_rows_count(NULL) == 0 && wl_pg_rows_columns(NULL) == 0, "rows counts(NULL)");
+    CHECK(wl_pg_rows_column_name(NULL, 0) == NULL, "column_name(NULL)");
+    CHECK(wl_strings_count(NULL) == 0 && wl_strings_get(NULL, 0) == NULL, "strings(NULL)");
+    CHECK(wl_pg_write_waits(NULL) == 0 && wl_pg_write_floor(NULL) == -1 &&
+              wl_pg_write_refused_count(NULL) == 0,
+          "write accessors(NULL)");
+    CHECK(wl_pg_is_closed(NULL) && !wl_pg_in_transaction(NULL) && wl_pg_pid(NULL) == 0,
+          "conn accessors(NULL)");
+    CHECK(wl_pg_pool_idle_count(NULL) == 0, "pool_idle_count(NULL)");
+    wl_pg_conn_free(NULL);
+    wl_pg_pool_free(NULL);
+    wl_pg_settings_free(NULL);
+    wl_pg_write_free(NULL);
+    wl_pg_rows_free(NULL);
+    wl_strings_free(NULL);
+}
+
+static void test_invalid_utf8_and_numbers(void) {
+    wl_queue *q = NULL;
+    char bad[PATH_MAX];
+    scratch_path(bad, "bad-\xff\xfe.db");
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_queue_new(bad, &q));
+    CHECK(q == NULL, "a queue was created for a non-UTF-8 path");
+    CHECK_CONTAINS(last_message(), "not valid UTF-8");
+
+    char path[PATH_MAX];
+    scratch_path(path, "numbers.db");
+    sqlite3 *db = open_db(path);
+    EXPECT_RC(WL_OK, wl_queue_new(path, &q));
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_queue_begin(q, db, -1.0, NULL));
+    CHECK_CONTAINS(last_message(), "invalid argument wait_seconds: -1 is not a number of seconds");
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_queue_begin(q, db, NAN, NULL));
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_queue_begin(q, db, INFINITY, NULL));
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_queue_exec(q, db, "CREATE TABLE t(x)", -0.5, NULL));
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_queue_begin(q, db, 1.0, "bad \xc3\x28 setting"));
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_queue_exec(q, db, "SELECT '\xff'", 1.0, NULL));
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_queue_take(q, 7, 1.0, NULL, NULL));
+    CHECK_CONTAINS(last_message(), "is not WL_BUSY_TRANSACTION (1) or WL_BUSY_STATEMENT (2)");
+    CHECK(!wl_queue_holding(q), "a refused call took the turn");
+    wl_queue *q2 = NULL;
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_queue_new_with_strategy(path, 9, &q2));
+    CHECK(q2 == NULL, "a queue was created with an unknown strategy");
+    wl_queue_free(q);
+    sqlite3_close(db);
+
+    wl_pg_settings *s = NULL;
+    EXPECT_RC(WL_OK, wl_pg_settings_new(&s));
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_settings_set_lock_wait(s, -3.0));
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_settings_set_statement_timeout(s, NAN));
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_settings_set_version(s, 70000));
+    /* A required floor above the version is refused when used. */
+    EXPECT_RC(WL_OK, wl_pg_settings_set_required(s, 2));
+    wl_pg_pool *pool = NULL;
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_pool_new("postgresql://u@127.0.0.1:1/d", s, 2, &pool));
+    CHECK_CONTAINS(last_message(), "that code would refuse its own writes");
+    char opts[512];
+    size_t n = wl_pg_settings_startup_options(s, opts, sizeof opts);
+    CHECK(n > 0 && n < sizeof opts, "startup options length %zu", n);
+    CHECK_CONTAINS(opts, "-c lock_timeout=10s -c idle_in_transaction_session_timeout=15s "
+                         "-c statement_timeout=60s -c agentihooks.ledger_writer_version=1");
+    wl_pg_settings_free(s);
+}
+
+static void test_missing_directory(void) {
+    char path[PATH_MAX], lock[PATH_MAX + 16];
+    scratch_path(path, "no/such/dir/site.db");
+    snprintf(lock, sizeof lock, "%s" WL_LOCK_SUFFIX, path);
+    wl_queue *q = NULL;
+    EXPECT_RC(WL_OK, wl_queue_new(path, &q)); /* opens nothing yet */
+    double waited = -1;
+    EXPECT_RC(WL_IO, wl_queue_take(q, WL_BUSY_TRANSACTION, 1.0, NULL, &waited));
+    CHECK_CONTAINS(last_message(), lock);
+    CHECK_CONTAINS(last_message(), "check that the database's directory exists");
+    wl_error *err = wl_last_error();
+    CHECK(err != NULL && wl_error_code(err) == WL_IO, "wl_last_error code");
+    CHECK(wl_error_os_error(err) == ENOENT, "os_error %d, expected ENOENT", wl_error_os_error(err));
+    wl_error_free(err);
+
+    sqlite3 *mem = open_db(":memory:");
+    EXPECT_RC(WL_IO, wl_queue_begin(q, mem, 1.0, NULL));
+    CHECK_CONTAINS(last_message(), lock);
+    CHECK(!wl_queue_holding(q), "holding after a failed begin");
+    sqlite3_close(mem);
+    wl_queue_free(q);
+}
+
+static void test_begin_commit_and_exec(void) {
+    char path[PATH_MAX];
+    scratch_path(path, "roundtrip.db");
+    sqlite3 *db = open_db(path);
+    wl_queue *q = NULL;
+    EXPECT_RC(WL_OK, wl_queue_new(path, &q));
+    char back[PATH_MAX];
+    CHECK(wl_queue_database(q, back, sizeof back) == strlen(path), "database() length");
+    CHECK_STR(back, path);
+
+    EXPECT_RC(WL_OK, wl_queue_exec(q, db, "CREATE TABLE t(x INTEGER)", WL_BUSY_TIMEOUT, NULL));
+    CHECK(!wl_queue_holding(q), "a queued statement kept the turn");
+    CHECK(file_exists(path, WL_LOCK_SUFFIX) && file_exists(path, WL_QUEUE_SUFFIX),
+          "the lock files were not created beside the database");
+    EXPECT_RC(WL_OK, wl_queue_exec(q, db, "SELECT count(*) FROM t", WL_BUSY_TIMEOUT, NULL));
+
+    EXPECT_RC(WL_OK, wl_queue_begin(q, db, WL_TRANSACTION_WAIT, NULL));
+    CHECK(wl_queue_holding(q), "not holding inside a transaction");
+    CHECK(sqlite3_get_autocommit(db) == 0, "BEGIN IMMEDIATE did not open a transaction");
+    CHECK(wl_queue_last_wait(q) >= 0.0 && wl_queue_last_wait(q) < 5.0, "last_wait %f",
+          wl_queue_last_wait(q));
+    EXPECT_RC(WL_OK, wl_queue_exec(q, db, "INSERT INTO t VALUES (1)", 1.0, NULL));
+    EXPECT_RC(WL_OK, wl_queue_commit(q, db));
+    CHECK(!wl_queue_holding(q), "holding after commit");
+    CHECK(count_rows(db, "SELECT count(*) FROM t") == 1, "the committed row is missing");
+
+    EXPECT_RC(WL_OK, wl_queue_begin(q, db, 0.0 /* raised to 1 s */, "[Test] Wait"));
+    EXPECT_RC(WL_OK, wl_queue_exec(q, db, "INSERT INTO t VALUES (2)", 1.0, NULL));
+    EXPECT_RC(WL_OK, wl_queue_rollback(q, db));
+    CHECK(count_rows(db, "SELECT count(*) FROM t") == 1, "the rolled-back row is there");
+
+    /* A failing queued statement: SQLite's code and message. */
+    EXPECT_RC(WL_SQLITE, wl_queue_exec(q, db, "INSERT INTO missing VALUES (1)", 1.0, NULL));
+    CHECK_CONTAINS(last_message(), "no such table: missing");
+    wl_error *err = wl_last_error();
+    CHECK(wl_error_sqlite_code(err) == SQLITE_ERROR, "sqlite code %d", wl_error_sqlite_code(err));
+    wl_error_free(err);
+    CHECK(!wl_queue_holding(q), "a failed statement kept the turn");
+
+    /* Take and release for hosts that run BEGIN themselves. */
+    double waited = -1;
+    bool released = false;
+    EXPECT_RC(WL_OK, wl_queue_take(q, WL_BUSY_STATEMENT, 2.0, NULL, &waited));
+    CHECK(waited >= 0.0 && waited < 2.0, "waited %f", waited);
+    CHECK(wl_queue_holding(q), "not holding after take");
+    EXPECT_RC(WL_STATE, wl_queue_take(q, WL_BUSY_TRANSACTION, 1.0, NULL, NULL));
+    CHECK_CONTAINS(last_message(), "already holds the writer turn");
+    EXPECT_RC(WL_OK, wl_queue_release(q, &released));
+    CHECK(released, "release did not report the turn it gave back");
+    EXPECT_RC(WL_OK, wl_queue_release(q, &released));
+    CHECK(!released, "a second release reported a turn");
+
+    /* Strategy: poll. */
+    wl_queue *qp = NULL;
+    EXPECT_RC(WL_OK, wl_queue_new_with_strategy(path, WL_STRATEGY_POLL, &qp));
+    EXPECT_RC(WL_OK, wl_queue_begin(qp, db, 2.0, NULL));
+    EXPECT_RC(WL_OK, wl_queue_commit(qp, db));
+    wl_queue_free(qp);
+
+    /* An in-memory database needs no queue. */
+    sqlite3 *mem = open_db(":memory:");
+    wl_queue *qm = NULL;
+    EXPECT_RC(WL_OK, wl_queue_new(":memory:", &qm));
+    EXPECT_RC(WL_OK, wl_queue_begin(qm, mem, 1.0, NULL));
+    EXPECT_RC(WL_OK, wl_queue_commit(qm, mem));
+    wl_queue_free(qm);
+    sqlite3_close(mem);
+
+    wl_queue_free(q);
+    sqlite3_close(db);
+}
+
+static void test_state_errors(void) {
+    char path[PATH_MAX];
+    scratch_path(path, "state.db");
+    sqlite3 *db = open_db(path);
+    wl_queue *q = NULL;
+    EXPECT_RC(WL_OK, wl_queue_new(path, &q));
+
+    EXPECT_RC(WL_STATE, wl_queue_commit(q, db));
+    CHECK_STR(last_message(),
+              "there is no queued transaction to end: this writer queue does not hold the "
+              "writer turn; call begin() first");
+    EXPECT_RC(WL_STATE, wl_queue_rollback(q, db));
+
+    CHECK(sqlite3_exec(db, "BEGIN", NULL, NULL, NULL) == SQLITE_OK, "plain BEGIN failed");
+    EXPECT_RC(WL_STATE, wl_queue_begin(q, db, 1.0, NULL));
+    CHECK_CONTAINS(last_message(), "the connection is already inside a transaction");
+    CHECK(!wl_queue_holding(q), "holding after a refused begin");
+    sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+
+    EXPECT_RC(WL_OK, wl_queue_begin(q, db, 1.0, NULL));
+    EXPECT_RC(WL_STATE, wl_queue_begin(q, db, 1.0, NULL));
+    EXPECT_RC(WL_OK, wl_queue_rollback(q, db));
+
+    /* The last error: kept per thread, cleared by a success, copies stay valid. */
+    EXPECT_RC(WL_STATE, wl_queue_commit(q, db));
+    wl_error *kept = wl_last_error();
+    CHECK(wl_last_error_code() == WL_STATE, "last error code %d", (int)wl_last_error_code());
+    size_t need = wl_last_error_message(NULL, 0);
+    char *msg = malloc(need + 1);
+    CHECK(msg && wl_last_error_message(msg, need + 1) == need && strlen(msg) == need,
+          "sizing the message");
+    char small[8];
+    CHECK(wl_last_error_message(small, sizeof small) == need && strlen(small) == sizeof small - 1,
+          "a short buffer is not truncated and terminated");
+    EXPECT_RC(WL_OK, wl_queue_exec(q, db, "SELECT 1", 1.0, NULL));
+    CHECK(wl_last_error_code() == WL_OK && wl_last_error_message(NULL, 0) == 0,
+          "a success did not clear the last error");
+    wl_error *none = wl_last_error();
+    CHECK(none == NULL, "wl_last_error after a success is not NULL");
+    char copy[512];
+    wl_error_message(kept, copy, sizeof copy);
+    CHECK(wl_error_code(kept) == WL_STATE && msg && strcmp(copy, msg) == 0,
+          "the kept error changed after later calls");
+    free(msg);
+    wl_error_free(kept);
+
+    wl_queue_free(q);
+    sqlite3_close(db);
+}
+
+static void test_not_a_database(void) {
+    char path[PATH_MAX];
+    scratch_path(path, "not-a-database.db");
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL, "cannot create %s", path);
+    if (!f) return;
+    for (int i = 0; i < 256; i++) fputs("this is not an SQLite database file. ", f);
+    fclose(f);
+    sqlite3 *db = open_db(path);
+    wl_queue *q = NULL;
+    EXPECT_RC(WL_OK, wl_queue_new(path, &q));
+    EXPECT_RC(WL_NOT_STARTED, wl_queue_begin(q, db, 1.0, NULL));
+    CHECK_STR(last_message(),
+              "the transaction could not start: file is not a database; nothing was written");
+    wl_error *err = wl_last_error();
+    CHECK(wl_error_sqlite_code(err) == SQLITE_NOTADB, "sqlite code %d",
+          wl_error_sqlite_code(err));
+    CHECK(wl_error_busy_kind(err) == WL_BUSY_NONE, "a NOT_STARTED error has busy fields");
+    wl_error_free(err);
+    CHECK(!wl_queue_holding(q), "the turn was not given back after BEGIN failed");
+    /* The turn is free: another handle takes it at once. */
+    wl_queue *q2 = NULL;
+    EXPECT_RC(WL_OK, wl_queue_new(path, &q2));
+    EXPECT_RC(WL_OK, wl_queue_take(q2, WL_BUSY_STATEMENT, 0.5, NULL, NULL));
+    EXPECT_RC(WL_OK, wl_queue_release(q2, NULL));
+    wl_queue_free(q2);
+    wl_queue_free(q);
+    sqlite3_close(db);
+}
+
+/* A child that holds the turn with an open write until told to end it. */
+static int holder_child(const char *path, int ready_fd, int go_fd) {
+    alarm(120);
+    sqlite3 *db = NULL;
+    if (sqlite3_open(path, &db) != SQLITE_OK) return 10;
+    wl_queue *q = NULL;
+    if (wl_queue_new(path, &q) != WL_OK) return 11;
+    if (wl_queue_begin(q, db, 10.0, NULL) != WL_OK) {
+        fprintf(stderr, "  holder: begin failed: %s\n", last_message());
+        return 12;
+    }
+    if (sqlite3_exec(db, "INSERT INTO t VALUES (42)", NULL, NULL, NULL) != SQLITE_OK) return 13;
+    char b = 'r';
+    if (write(ready_fd, &b, 1) != 1) return 14;
+    if (read(go_fd, &b, 1) < 0) return 15; /* EOF or a byte: the parent is done */
+    int rc = wl_queue_rollback(q, db) == WL_OK ? 0 : 16;
+    wl_queue_free(q);
+    sqlite3_close(db);
+    return rc;
+}
+
+static void test_busy_holder_and_waiter(void) {
+    char path[PATH_MAX];
+    scratch_path(path, "busy.db");
+    sqlite3 *setup = open_db(path);
+    CHECK(sqlite3_exec(setup, "CREATE TABLE t(x INTEGER)", NULL, NULL, NULL) == SQLITE_OK,
+          "create table");
+    sqlite3_close(setup);
+
+    int ready[2], go[2];
+    if (pipe(ready) != 0 || pipe(go) != 0) {
+        CHECK(0, "pipe: %s", strerror(errno));
+        return;
+    }
+    fflush(NULL);
+    pid_t child = fork();
+    if (child == 0) {
+        close(ready[0]);
+        close(go[1]);
+        exit(holder_child(path, ready[1], go[0]));
+    }
+    close(ready[1]);
+    close(go[0]);
+    char b;
+    CHECK(read(ready[0], &b, 1) == 1, "the holder did not get its turn");
+
+    sqlite3 *db = open_db(path);
+    wl_queue *q = NULL;
+    EXPECT_RC(WL_OK, wl_queue_new(path, &q));
+
+    /* Warm up the busy path first: under valgrind the first run of any code is
+     * translated (tens of ms), which would show in the waited time below. */
+    EXPECT_RC(WL_BUSY, wl_queue_take(q, WL_BUSY_STATEMENT, 0.1, NULL, NULL));
+    CHECK_CONTAINS(last_message(), "(limit 0.1 s, [DatabaseSettings] SQLiteBusyTimeout)");
+
+    /* A transaction with a 1 s wait: the seed's exact message and the fields. The
+     * message quotes the waited time, so a machine too loaded to end the wait within
+     * 50 ms shows "waited 1.1 s": such a try is reported and made again (3 at most). */
+    int exact = 0;
+    for (int attempt = 1; attempt <= 3 && !exact; attempt++) {
+        double t0 = now();
+        EXPECT_RC(WL_BUSY, wl_queue_begin(q, db, 1.0, NULL));
+        double elapsed = now() - t0;
+        wl_error *err = wl_last_error();
+        CHECK(err != NULL, "no last error");
+        double waited = wl_error_busy_waited(err);
+        char with_waited[512];
+        snprintf(with_waited, sizeof with_waited,
+                 "database is busy: the transaction could not start within 1 s (waited %.1f s, "
+                 "[DatabaseSettings] SQLiteTransactionWait), another write held the lock all "
+                 "that time; nothing was written",
+                 waited);
+        CHECK_STR(last_message(), with_waited);
+        exact = strcmp(last_message(), BUSY_1S) == 0;
+        if (!exact)
+            printf("    attempt %d: waited %.3f s (the machine is loaded); trying again\n",
+                   attempt, waited);
+        CHECK(wl_error_code(err) == WL_BUSY, "code");
+        CHECK(wl_error_busy_kind(err) == WL_BUSY_TRANSACTION, "busy kind %d",
+              (int)wl_error_busy_kind(err));
+        CHECK(waited >= 1.0 && waited < 1.5, "waited %.3f s, expected about 1.0", waited);
+        CHECK(elapsed >= 1.0 && elapsed < 3.0, "the call took %.3f s", elapsed);
+        CHECK(wl_error_busy_limit(err) == 1.0, "limit %f", wl_error_busy_limit(err));
+        char setting[128];
+        wl_error_busy_setting(err, setting, sizeof setting);
+        CHECK_STR(setting, "[DatabaseSettings] SQLiteTransactionWait");
+        CHECK(wl_error_busy_holder_pid(err) == (uint32_t)child, "holder pid %u, expected %d",
+              wl_error_busy_holder_pid(err), (int)child);
+        CHECK(wl_error_sqlite_code(err) == SQLITE_BUSY, "sqlite code %d",
+              wl_error_sqlite_code(err));
+        wl_error_free(err);
+        CHECK(!wl_queue_holding(q), "holding after WL_BUSY");
+        CHECK(sqlite3_get_autocommit(db) == 1, "a transaction was left open after WL_BUSY");
+    }
+    CHECK(exact, "never got the exact message:\n      %s", BUSY_1S);
+
+    /* A single statement with its own limit and setting name. */
+    EXPECT_RC(WL_BUSY, wl_queue_exec(q, db, "INSERT INTO t VALUES (7)", 0.5, "[Test] StatementWait"));
+    wl_error *err = wl_last_error();
+    char expected[512];
+    snprintf(expected, sizeof expected,
+             "database is busy: the statement waited %.1f s for another write to end (limit 0.5 s, "
+             "[Test] StatementWait) and was not run; nothing was written",
+             wl_error_busy_waited(err));
+    CHECK_STR(last_message(), expected);
+    CHECK(wl_error_busy_kind(err) == WL_BUSY_STATEMENT, "busy kind");
+    CHECK(wl_error_busy_waited(err) >= 0.5 && wl_error_busy_waited(err) < 1.5, "waited %.3f",
+          wl_error_busy_waited(err));
+    wl_error_free(err);
+
+    /* take() with a caller's setting name. */
+    EXPECT_RC(WL_BUSY, wl_queue_take(q, WL_BUSY_TRANSACTION, 0.2, "[Test] TakeWait", NULL));
+    CHECK_CONTAINS(last_message(), "could not start within 1 s (waited 1.");
+    CHECK_CONTAINS(last_message(), "[Test] TakeWait), another write held the lock");
+
+    /* Let the holder roll back; then the turn is granted at once. */
+    close(go[1]);
+    int status = wait_child(child);
+    CHECK(status == 0, "the holder exited with %d", status);
+    double t0 = now();
+    EXPECT_RC(WL_OK, wl_queue_begin(q, db, 5.0, NULL));
+    CHECK(now() - t0 < 2.0, "the free turn took %.3f s", now() - t0);
+    CHECK(count_rows(db, "SELECT count(*) FROM t") == 0, "something was written");
+    EXPECT_RC(WL_OK, wl_queue_rollback(q, db));
+    close(ready[0]);
+    wl_queue_free(q);
+    sqlite3_close(db);
+}
+
+enum { ROUNDS = 20 };
+
+/* A writer process: ROUNDS read-then-write transactions through the queue. */
+static int contender_child(const char *path, int start_fd, int id) {
+    alarm(300);
+    char b;
+    if (read(start_fd, &b, 1) < 0) return 20; /* EOF: everyone starts together */
+    sqlite3 *db = NULL;
+    if (sqlite3_open(path, &db) != SQLITE_OK) return 21;
+    wl_queue *q = NULL;
+    if (wl_queue_new(path, &q) != WL_OK) return 22;
+    int failures = 0;
+    for (int i = 0; i < ROUNDS; i++) {
+        if (wl_queue_begin(q, db, 60.0, NULL) != WL_OK) {
+            fprintf(stderr, "  writer %d: begin failed: %s\n", id, last_message());
+            failures++;
+            continue;
+        }
+        double start = now();
+        if (!wl_queue_holding(q)) failures++;
+        long n = count_rows(db, "SELECT n FROM counter");
+        usleep(2000); /* widen the read-then-write window */
+        char sql[256];
+        snprintf(sql, sizeof sql,
+                 "UPDATE counter SET n = %ld; INSERT INTO log(writer, round, seen, t0, t1) "
+                 "VALUES (%d, %d, %ld, %.6f, %.6f)",
+                 n + 1, id, i, n, start, now());
+        char *errmsg = NULL;
+        if (sqlite3_exec(db, sql, NULL, NULL, &errmsg) != SQLITE_OK) {
+            fprintf(stderr, "  writer %d: %s\n", id, errmsg ? errmsg : "?");
+            sqlite3_free(errmsg);
+            wl_queue_rollback(q, db);
+            failures++;
+            continue;
+        }
+        if (wl_queue_commit(q, db) != WL_OK) {
+            fprintf(stderr, "  writer %d: commit failed: %s\n", id, last_message());
+            failures++;
+        }
+    }
+    wl_queue_free(q);
+    sqlite3_close(db);
+    return failures ? 1 : 0;
+}
+
+static void test_two_processes_contend(void) {
+    char path[PATH_MAX];
+    scratch_path(path, "contend.db");
+    sqlite3 *db = open_db(path);
+    wl_queue *q = NULL;
+    EXPECT_RC(WL_OK, wl_queue_new(path, &q));
+    EXPECT_RC(WL_OK, wl_queue_exec(q, db,
+                                   "CREATE TABLE counter(n INTEGER); INSERT INTO counter VALUES (0);"
+                                   "CREATE TABLE log(writer, round, seen, t0 REAL, t1 REAL)",
+                                   5.0, NULL));
+    wl_queue_free(q);
+    sqlite3_close(db);
+
+    int start[2];
+    if (pipe(start) != 0) {
+        CHECK(0, "pipe: %s", strerror(errno));
+        return;
+    }
+    fflush(NULL);
+    pid_t kids[2];
+    for (int k = 0; k < 2; k++) {
+        kids[k] = fork();
+        if (kids[k] == 0) {
+            close(start[1]);
+            exit(contender_child(path, start[0], k + 1));
+        }
+    }
+    close(start[0]);
+    close(start[1]); /* go */
+    for (int k = 0; k < 2; k++) {
+        int status = wait_child(kids[k]);
+        CHECK(status == 0, "writer %d exited with %d", k + 1, status);
+    }
+
+    db = open_db(path);
+    CHECK(count_rows(db, "SELECT n FROM counter") == 2 * ROUNDS,
+          "counter is %ld, expected %d: a read-then-write was lost",
+          count_rows(db, "SELECT n FROM counter"), 2 * ROUNDS);
+    CHECK(count_rows(db, "SELECT count(*) FROM log") == 2 * ROUNDS, "log rows");
+    CHECK(count_rows(db, "SELECT count(DISTINCT writer) FROM log") == 2, "both writers wrote");
+    /* Each transaction saw the previous one's write: seen runs 0..2*ROUNDS-1. */
+    CHECK(count_rows(db, "SELECT count(DISTINCT seen) FROM log") == 2 * ROUNDS,
+          "two transactions read the same value");
+    /* No two transactions overlapped in time. */
+    CHECK(count_rows(db, "SELECT count(*) FROM log a JOIN log b ON a.rowid < b.rowid "
+                         "WHERE a.t0 < b.t1 AND b.t0 < a.t1") == 0,
+          "two transactions overlapped");
+    sqlite3_close(db);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Postgres                                                                  */
+/* ------------------------------------------------------------------------ */
+
+static const char *admin_url;
+static wl_pg_conn *admin;
+static char created[8][64];
+static int ncreated;
+
+/* A fresh database (the floor can never be lowered); returns its URL (malloc'd). */
+static char *fresh_database(const char *tag) {
+    if (!admin) {
+        if (wl_pg_connect(admin_url, NULL, &admin) != WL_OK) {
+            CHECK(0, "cannot connect to TEST_DATABASE_URL: %s", last_message());
+            return NULL;
+        }
+    }
+    char name[64], sql[128], drop[128];
+    snprintf(name, sizeof name, "wl_c_abi_%d_%s", (int)getpid(), tag);
+    /* One statement per call: CREATE DATABASE cannot run inside a transaction block. */
+    snprintf(drop, sizeof drop, "DROP DATABASE IF EXISTS %s WITH (FORCE)", name);
+    if (wl_pg_exec_batch(admin, drop) != WL_OK) {
+        CHECK(0, "%s: %s", drop, last_message());
+        return NULL;
+    }
+    snprintf(sql, sizeof sql, "CREATE DATABASE %s", name);
+    if (wl_pg_exec_batch(admin, sql) != WL_OK) {
+        CHECK(0, "%s: %s", sql, last_message());
+        return NULL;
+    }
+    if (ncreated < 8) snprintf(created[ncreated++], sizeof created[0], "%s", name);
+    return url_with_database(admin_url, name);
+}
+
+static wl_pg_conn *connect_or_fail(const char *url, const wl_pg_settings *s) {
+    wl_pg_conn *conn = NULL;
+    if (wl_pg_connect(url, s, &conn) != WL_OK) {
+        CHECK(0, "wl_pg_connect: %s", last_message());
+        return NULL;
+    }
+    return conn;
+}
+
+static void show_is(wl_pg_conn *conn, const char *name, const char *want) {
+    char buf[64];
+    size_t len = 0;
+    EXPECT_RC(WL_OK, wl_pg_show(conn, name, buf, sizeof buf, &len));
+    CHECK(len == strlen(want), "SHOW %s length %zu", name, len);
+    CHECK(strcmp(buf, want) == 0, "SHOW %s is '%s', expected '%s'", name, buf, want);
+}
+
+static void test_pg_connect_show_and_write(void) {
+    char *url = fresh_database("write");
+    if (!url) return;
+    wl_pg_conn *conn = connect_or_fail(url, NULL);
+    if (!conn) {
+        free(url);
+        return;
+    }
+    CHECK(wl_pg_pid(conn) > 0, "pid %d", wl_pg_pid(conn));
+    CHECK(!wl_pg_is_closed(conn), "closed right after connecting");
+    show_is(conn, "lock_timeout", "10s");
+    show_is(conn, "idle_in_transaction_session_timeout", "15s");
+    show_is(conn, "statement_timeout", "1min");
+    show_is(conn, WL_PG_VERSION_SETTING, "1");
+
+    int64_t floor_v = 0;
+    EXPECT_RC(WL_OK, wl_pg_stored_floor(conn, &floor_v));
+    CHECK(floor_v == -1, "a fresh database stores floor %lld", (long long)floor_v);
+    EXPECT_RC(WL_OK, wl_pg_setup_schema(conn, "CREATE TABLE IF NOT EXISTS notes(id serial PRIMARY "
+                                              "KEY, body text NOT NULL)"));
+    EXPECT_RC(WL_OK, wl_pg_stored_floor(conn, &floor_v));
+    CHECK(floor_v == 1, "stored floor %lld, expected 1", (long long)floor_v);
+
+    const char *ins[] = {"main", "0"};
+    uint64_t affected = 0;
+    EXPECT_RC(WL_OK, wl_pg_exec(conn, "INSERT INTO ledgers(slug, generation) VALUES ($1, $2)", 2,
+                                ins, &affected));
+    CHECK(affected == 1, "insert affected %llu", (unsigned long long)affected);
+
+    /* The write: lock + floor check, a row change, the generation bump, commit. */
+    wl_pg_write *w = NULL;
+    EXPECT_RC(WL_OK, wl_pg_write_begin(conn, &w));
+    CHECK(wl_pg_in_transaction(conn), "no transaction after write_begin");
+    CHECK(wl_pg_write_waits(w) == 1, "waits %u", wl_pg_write_waits(w));
+    CHECK(wl_pg_write_floor(w) == 1, "floor %lld", (long long)wl_pg_write_floor(w));
+    CHECK(wl_pg_write_refused_count(w) == 0, "refused writers in a fresh database");
+    wl_strings *alerts = NULL;
+    EXPECT_RC(WL_OK, wl_pg_write_alerts(w, NULL, 0, &alerts));
+    CHECK(wl_strings_count(alerts) == 0, "alerts without refused writers");
+    wl_strings_free(alerts);
+    wl_pg_rows *rows = NULL;
+    EXPECT_RC(WL_OK, wl_pg_query(conn,
+                                 "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' "
+                                 "AND objid = 1279607879 AND pid = pg_backend_pid() AND granted",
+                                 0, NULL, &rows));
+    CHECK(wl_pg_rows_count(rows) == 1 && wl_pg_rows_text(rows, 0, 0) &&
+              strcmp(wl_pg_rows_text(rows, 0, 0), "1") == 0,
+          "the writer lock is not held inside the write");
+    CHECK(wl_pg_rows_column_name(rows, 0) && strcmp(wl_pg_rows_column_name(rows, 0), "n") == 0,
+          "column name");
+    wl_pg_rows_free(rows);
+    const char *change[] = {"main", "1", "row-1"};
+    EXPECT_RC(WL_OK, wl_pg_exec(conn,
+                                "INSERT INTO row_changes(slug, generation, row_key) VALUES (?, ?, ?)",
+                                3, change, &affected));
+    const char *bump[] = {"1", "main"};
+    EXPECT_RC(WL_OK, wl_pg_exec(conn, "UPDATE ledgers SET generation = ? WHERE slug = ?", 2, bump,
+                                &affected));
+    CHECK(affected == 1, "update affected %llu", (unsigned long long)affected);
+    EXPECT_RC(WL_OK, wl_pg_commit(conn));
+    CHECK(!wl_pg_in_transaction(conn), "in a transaction after commit");
+    wl_pg_write_free(w);
+
+    const char *slug[] = {"main"};
+    EXPECT_RC(WL_OK, wl_pg_query(conn, "SELECT generation, NULL::text AS nothing, true AS yes "
+                                       "FROM ledgers WHERE slug = $1",
+                                 1, slug, &rows));
+    CHECK(wl_pg_rows_count(rows) == 1 && wl_pg_rows_columns(rows) == 3, "rows %zu x %zu",
+          wl_pg_rows_count(rows), wl_pg_rows_columns(rows));
+    CHECK(wl_pg_rows_text(rows, 0, 0) && strcmp(wl_pg_rows_text(rows, 0, 0), "1") == 0,
+          "generation did not move to 1");
+    CHECK(wl_pg_rows_is_null(rows, 0, 1) && wl_pg_rows_text(rows, 0, 1) == NULL, "NULL column");
+    CHECK(wl_pg_rows_text(rows, 0, 2) && strcmp(wl_pg_rows_text(rows, 0, 2), "t") == 0, "bool");
+    CHECK(wl_pg_rows_text(rows, 5, 0) == NULL, "out of range row");
+    wl_pg_rows_free(rows);
+    EXPECT_RC(WL_OK, wl_pg_query(conn, "SELECT count(*) FROM notes", 0, NULL, &rows));
+    CHECK(wl_pg_rows_count(rows) == 1, "the host's extra DDL did not run");
+    wl_pg_rows_free(rows);
+
+    /* Error paths keep their SQLSTATE. */
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_exec(conn, "SELECT $1::int", 0, NULL, NULL));
+    CHECK_CONTAINS(last_message(), "the statement has 1 placeholders but 0 parameters were given");
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_exec(conn, "SELECT $1::int", 1, NULL, NULL));
+    const char *bad_utf8[] = {"\xff"};
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_exec(conn, "SELECT $1::text", 1, bad_utf8, NULL));
+    EXPECT_RC(WL_PG_DATABASE, wl_pg_exec(conn, "SELECT * FROM no_such_table", 0, NULL, NULL));
+    wl_error *err = wl_last_error();
+    char state[16];
+    wl_error_sqlstate(err, state, sizeof state);
+    CHECK_STR(state, "42P01");
+    wl_error_free(err);
+
+    EXPECT_RC(WL_OK, wl_pg_begin(conn));
+    EXPECT_RC(WL_OK, wl_pg_exec(conn, "SELECT 1", 0, NULL, NULL));
+    EXPECT_RC(WL_STATE, wl_pg_write_begin(conn, NULL));
+    CHECK_STR(last_message(), "cannot start a transaction within a transaction");
+    err = wl_last_error();
+    wl_error_sqlstate(err, state, sizeof state);
+    CHECK_STR(state, "25001");
+    wl_error_free(err);
+    EXPECT_RC(WL_OK, wl_pg_rollback(conn));
+
+    /* A failed statement makes COMMIT roll back. */
+    EXPECT_RC(WL_OK, wl_pg_write_begin(conn, NULL));
+    EXPECT_RC(WL_PG_DATABASE, wl_pg_exec(conn, "SELECT 1/0", 0, NULL, NULL));
+    EXPECT_RC(WL_PG_ROLLED_BACK, wl_pg_commit(conn));
+    CHECK(!wl_pg_in_transaction(conn), "still in a transaction after a rolled-back commit");
+
+    wl_pg_conn_free(conn);
+    free(url);
+}
+
+static void test_pg_bad_url(void) {
+    wl_pg_settings *s = NULL;
+    EXPECT_RC(WL_OK, wl_pg_settings_new(&s));
+    EXPECT_RC(WL_OK, wl_pg_settings_set_connect_timeout(s, 3.0));
+    wl_pg_conn *conn = (wl_pg_conn *)0x1;
+    EXPECT_RC(WL_PG_CONNECT,
+              wl_pg_connect("postgresql://writer:s3cr3t-pa55@127.0.0.1:1/ledger", s, &conn));
+    CHECK(conn == NULL, "*out set after a failed connect");
+    CHECK_CONTAINS(last_message(), "could not connect to the ledger database at");
+    CHECK_CONTAINS(last_message(), "127.0.0.1");
+    CHECK_NOT_CONTAINS(last_message(), "s3cr3t-pa55");
+    EXPECT_RC(WL_PG_CONNECT,
+              wl_pg_connect("host=127.0.0.1 port=1 user=writer password=hunter2-secret dbname=x",
+                            s, &conn));
+    CHECK_NOT_CONTAINS(last_message(), "hunter2-secret");
+    EXPECT_RC(WL_PG_CONNECT, wl_pg_connect("postgresql://writer:zz-pw-zz@[not a host", s, &conn));
+    CHECK_NOT_CONTAINS(last_message(), "zz-pw-zz");
+    CHECK_CONTAINS(last_message(), "the ledger database address is not valid");
+    wl_pg_settings_free(s);
+}
+
+static void test_pg_floor_refusal_and_alerts(void) {
+    char *url = fresh_database("floor");
+    if (!url) return;
+    wl_pg_conn *old = connect_or_fail(url, NULL); /* version 1 */
+    if (!old) {
+        free(url);
+        return;
+    }
+    EXPECT_RC(WL_OK, wl_pg_setup_schema(old, NULL));
+    EXPECT_RC(WL_OK, wl_pg_exec_batch(old, "INSERT INTO ledgers(slug, generation) VALUES ('main', 0)"));
+    /* Raise the floor by hand, as newer code would. */
+    EXPECT_RC(WL_OK, wl_pg_exec_batch(old, "UPDATE writer_floor SET version = 2 WHERE name = 'ledger'"));
+
+    wl_pg_write *w = (wl_pg_write *)0x1;
+    EXPECT_RC(WL_PG_REFUSED, wl_pg_write_begin(old, &w));
+    CHECK(w == NULL, "*out set after a refusal");
+    CHECK_STR(last_message(),
+              "ledger writer version 1 is below version 2, the oldest the shared database allows; "
+              "update its code and restart it");
+    wl_error *err = wl_last_error();
+    char state[16];
+    wl_error_sqlstate(err, state, sizeof state);
+    CHECK_STR(state, "LW001");
+    CHECK_STR(state, WL_PG_REFUSED_SQLSTATE);
+    CHECK(wl_error_refused_version(err) == 1 && wl_error_refused_floor(err) == 2,
+          "refused version %lld floor %lld", (long long)wl_error_refused_version(err),
+          (long long)wl_error_refused_floor(err));
+    wl_error_free(err);
+    CHECK(!wl_pg_in_transaction(old), "a refused write left a transaction open");
+
+    /* The trigger refuses an old writer's bump without recorded rows, with the same code. */
+    EXPECT_RC(WL_PG_REFUSED,
+              wl_pg_exec(old, "UPDATE ledgers SET generation = 5 WHERE slug = 'main'", 0, NULL, NULL));
+    CHECK_CONTAINS(last_message(), "ledger writer version 1 is below version 2");
+
+    /* A current writer (version 2) writes, and is offered one alert naming the refused one. */
+    wl_pg_settings *s = NULL;
+    EXPECT_RC(WL_OK, wl_pg_settings_new(&s));
+    EXPECT_RC(WL_OK, wl_pg_settings_set_version(s, 2));
+    EXPECT_RC(WL_OK, wl_pg_settings_set_required(s, 2));
+    wl_pg_conn *cur = connect_or_fail(url, s);
+    wl_pg_settings_free(s);
+    if (cur) {
+        EXPECT_RC(WL_OK, wl_pg_write_begin(cur, &w));
+        CHECK(wl_pg_write_floor(w) == 2, "floor %lld", (long long)wl_pg_write_floor(w));
+        size_t n = wl_pg_write_refused_count(w);
+        CHECK(n == 1, "%zu refused writers, expected 1", n);
+        wl_pg_refused_writer rw = {0};
+        if (n >= 1) {
+            EXPECT_RC(WL_OK, wl_pg_write_refused(w, 0, &rw));
+            CHECK(rw.pid == wl_pg_pid(old), "refused pid %d, expected %d", rw.pid, wl_pg_pid(old));
+            CHECK(rw.version == 1 && rw.floor == 2, "refused %lld/%lld", (long long)rw.version,
+                  (long long)rw.floor);
+            CHECK(rw.writer && rw.writer[0], "no writer address");
+        }
+        EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_write_refused(w, 99, &rw));
+        wl_strings *alerts = NULL;
+        EXPECT_RC(WL_OK, wl_pg_write_alerts(w, NULL, 0, &alerts));
+        CHECK(wl_strings_count(alerts) == 1, "%zu alerts, expected 1", wl_strings_count(alerts));
+        char want[512];
+        snprintf(want, sizeof want,
+                 "The ledger writer at %s was refused: ledger writer version 1 is below version 2, "
+                 "the oldest the shared database allows; update its code and restart it",
+                 rw.writer ? rw.writer : "?");
+        if (wl_strings_count(alerts) >= 1) CHECK_STR(wl_strings_get(alerts, 0), want);
+        CHECK(wl_strings_get(alerts, 1) == NULL, "strings_get out of range");
+        /* An open alert with the same text is not raised twice; a closed one neither. */
+        wl_pg_alert existing[2] = {{"another alert", true}, {want, true}};
+        wl_strings *again = NULL;
+        EXPECT_RC(WL_OK, wl_pg_write_alerts(w, existing, 2, &again));
+        CHECK(wl_strings_count(again) == 0, "an open alert was raised twice");
+        wl_strings_free(again);
+        existing[1].open = false;
+        EXPECT_RC(WL_OK, wl_pg_write_alerts(w, existing, 2, &again));
+        CHECK(wl_strings_count(again) == 0, "a closed alert in the list was raised again");
+        wl_strings_free(again);
+        EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_write_alerts(w, NULL, 2, &again));
+        wl_strings_free(alerts);
+
+        const char *change[] = {"main", "1"};
+        EXPECT_RC(WL_OK, wl_pg_exec(cur, "INSERT INTO row_changes(slug, generation) VALUES (?, ?)", 2,
+                                    change, NULL));
+        EXPECT_RC(WL_OK, wl_pg_exec(cur, "UPDATE ledgers SET generation = 1 WHERE slug = 'main'", 0,
+                                    NULL, NULL));
+        EXPECT_RC(WL_OK, wl_pg_commit(cur));
+        wl_pg_write_free(w);
+        w = NULL;
+
+        wl_pg_rows *rows = NULL;
+        EXPECT_RC(WL_OK, wl_pg_query(cur, "SELECT generation FROM ledgers WHERE slug = 'main'", 0,
+                                     NULL, &rows));
+        CHECK(wl_pg_rows_text(rows, 0, 0) && strcmp(wl_pg_rows_text(rows, 0, 0), "1") == 0,
+              "generation is %s, expected 1 (the refused writes must not have moved it)",
+              wl_pg_rows_text(rows, 0, 0) ? wl_pg_rows_text(rows, 0, 0) : "NULL");
+        wl_pg_rows_free(rows);
+        wl_pg_conn_free(cur);
+    }
+
+    /* Setup from code with a lower required version never lowers the stored floor. */
+    wl_pg_conn *low = connect_or_fail(url, NULL);
+    if (low) {
+        EXPECT_RC(WL_OK, wl_pg_setup_schema(low, NULL));
+        int64_t floor_v = 0;
+        EXPECT_RC(WL_OK, wl_pg_stored_floor(low, &floor_v));
+        CHECK(floor_v == 2, "the floor went from 2 to %lld", (long long)floor_v);
+        wl_pg_conn_free(low);
+    }
+    wl_pg_conn_free(old);
+    free(url);
+}
+
+static void test_pg_lock_not_granted_and_pool(void) {
+    char *url = fresh_database("lock");
+    if (!url) return;
+    wl_pg_conn *holder = connect_or_fail(url, NULL);
+    if (!holder) {
+        free(url);
+        return;
+    }
+    EXPECT_RC(WL_OK, wl_pg_setup_schema(holder, NULL));
+    EXPECT_RC(WL_OK, wl_pg_write_begin(holder, NULL));
+
+    wl_pg_settings *s = NULL;
+    EXPECT_RC(WL_OK, wl_pg_settings_new(&s));
+    EXPECT_RC(WL_OK, wl_pg_settings_set_lock_wait(s, 0.2));
+    EXPECT_RC(WL_OK, wl_pg_settings_set_lock_tries(s, 2));
+    wl_pg_pool *pool = NULL;
+    EXPECT_RC(WL_OK, wl_pg_pool_new(url, s, 2, &pool));
+    wl_pg_settings_free(s);
+    if (pool) {
+        wl_pg_conn *c = NULL;
+        EXPECT_RC(WL_OK, wl_pg_pool_take(pool, &c));
+        show_is(c, "lock_timeout", "200ms");
+        EXPECT_RC(WL_PG_NOT_GRANTED, wl_pg_write_begin(c, NULL));
+        CHECK_STR(last_message(), "the ledger writer lock was not granted in 2 waits of 0.2 seconds");
+        wl_error *err = wl_last_error();
+        char state[16];
+        wl_error_sqlstate(err, state, sizeof state);
+        CHECK_STR(state, "55P03");
+        wl_error_free(err);
+        CHECK(!wl_pg_in_transaction(c), "a transaction was left open after WL_PG_NOT_GRANTED");
+        int32_t pid = wl_pg_pid(c);
+        EXPECT_RC(WL_OK, wl_pg_pool_give(pool, c));
+        CHECK(wl_pg_pool_idle_count(pool) == 1, "idle %zu", wl_pg_pool_idle_count(pool));
+
+        EXPECT_RC(WL_OK, wl_pg_rollback(holder)); /* the lock is free again */
+        EXPECT_RC(WL_OK, wl_pg_pool_take(pool, &c));
+        CHECK(wl_pg_pid(c) == pid, "the pool did not reuse its idle connection");
+        EXPECT_RC(WL_OK, wl_pg_write_begin(c, NULL));
+        /* Given back inside a transaction: the pool rolls it back. */
+        EXPECT_RC(WL_OK, wl_pg_pool_give(pool, c));
+        EXPECT_RC(WL_OK, wl_pg_pool_take(pool, &c));
+        CHECK(!wl_pg_in_transaction(c), "the pool handed out a connection inside a transaction");
+        EXPECT_RC(WL_OK, wl_pg_write_begin(holder, NULL)); /* the lock was released */
+        EXPECT_RC(WL_OK, wl_pg_rollback(holder));
+        wl_pg_conn_free(c);
+        wl_pg_pool_free(pool);
+    }
+    wl_pg_conn_free(holder);
+    free(url);
+}
+
+static void drop_databases(void) {
+    if (!admin) return;
+    for (int i = 0; i < ncreated; i++) {
+        char sql[128];
+        snprintf(sql, sizeof sql, "DROP DATABASE IF EXISTS %s WITH (FORCE)", created[i]);
+        if (wl_pg_exec_batch(admin, sql) != WL_OK)
+            fprintf(stderr, "warning: %s: %s\n", sql, last_message());
+    }
+    wl_pg_conn_free(admin);
+    admin = NULL;
+}
+
+static void test_pg_needs_a_server(void) {
+    CHECK(0,
+          "TEST_DATABASE_URL is not set, so the Postgres half of the C ABI cannot be tested. "
+          "Run the tests with `make test` (which starts a throwaway cluster), or "
+          "`tests/with-postgres.sh bindings/tests/run.sh`");
+}
+
+int main(int argc, char **argv) {
+    const char *filter = argc > 1 ? argv[1] : NULL;
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    make_scratch_dir();
+
+    RUN(test_header_constants, filter);
+    RUN(test_null_pointers, filter);
+    RUN(test_invalid_utf8_and_numbers, filter);
+    RUN(test_missing_directory, filter);
+    RUN(test_begin_commit_and_exec, filter);
+    RUN(test_state_errors, filter);
+    RUN(test_not_a_database, filter);
+    RUN(test_busy_holder_and_waiter, filter);
+    RUN(test_two_processes_contend, filter);
+
+    admin_url = getenv("TEST_DATABASE_URL");
+    if (admin_url && *admin_url) {
+        RUN(test_pg_connect_show_and_write, filter);
+        RUN(test_pg_bad_url, filter);
+        RUN(test_pg_floor_refusal_and_alerts, filter);
+        RUN(test_pg_lock_not_granted_and_pool, filter);
+        drop_databases();
+    } else {
+        RUN(test_pg_needs_a_server, filter);
+    }
+
+    remove_scratch_dir();
+    return finish();
+}
