@@ -1,1 +1,118 @@
-fn main() {}
+//! `writerlock`: the contention demo, and the tools an administrator reaches for.
+//!
+//! - `writerlock demo`: many processes publishing at once on a temporary SQLite database,
+//!   through the write queue, with plain `BEGIN`, and with `BEGIN IMMEDIATE` alone.
+//! - `writerlock status DB`: who holds the SQLite writer lock and who waits, from
+//!   `/proc/locks`.
+//! - `writerlock pg ...`: the Postgres writer session's checks (settings, holders, floor,
+//!   refused writers, the idle and bump sampling loops, the schema setup).
+//!
+//! Errors are one line on stderr and a non-zero exit; passwords in database addresses never
+//! appear in output.
+
+mod demo;
+mod duration;
+mod error;
+mod output;
+mod pg;
+mod status;
+mod worker;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::error::CliError;
+
+/// The command line.
+#[derive(Debug, Parser)]
+#[command(
+    name = "writerlock",
+    version,
+    about = "Writers that take turns: the contention demo, SQLite queue status and Postgres \
+             writer-session tools",
+    long_about = "Writers that take turns.\n\n\
+        `writerlock demo` shows why SQLite writers need the queue: many processes publish at \
+        once, through the queue, with plain BEGIN and with BEGIN IMMEDIATE alone.\n\
+        `writerlock status DB` shows who holds a database's writer lock and who waits.\n\
+        `writerlock pg ...` checks a shared Postgres ledger database: session settings, lock \
+        holders, the writer floor, refused writers, and sampling loops for stuck holders and \
+        unrecorded generation bumps.\n\n\
+        Every command takes --json for scripts. Errors are one line on stderr with a non-zero \
+        exit status."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the contention demo: many processes publishing at once on one SQLite database.
+    #[command(long_about = demo::DEMO_HELP)]
+    Demo(demo::DemoArgs),
+    /// Show who holds a SQLite database's writer lock, and how many writers wait.
+    #[command(long_about = status::STATUS_HELP)]
+    Status(status::StatusArgs),
+    /// Check a shared Postgres ledger database (address from --url or WRITERLOCK_DATABASE_URL).
+    #[command(long_about = pg::PG_HELP)]
+    Pg(pg::PgArgs),
+    /// One demo process (started by `writerlock demo`).
+    #[command(hide = true)]
+    DemoWorker(worker::WorkerArgs),
+    /// Take a database's writer turn and hold it (for trying `status` and for tests).
+    #[command(hide = true)]
+    Hold(worker::HoldArgs),
+}
+
+/// Parses the command line. Help and version print as usual; a usage error is one line on
+/// stderr (exit status 2), like every other error.
+fn parse() -> Result<Cli, ExitCode> {
+    use clap::error::ErrorKind;
+    match Cli::try_parse() {
+        Ok(cli) => Ok(cli),
+        Err(err)
+            if matches!(
+                err.kind(),
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            ) =>
+        {
+            let _ = err.print();
+            Err(ExitCode::from(u8::try_from(err.exit_code()).unwrap_or(2)))
+        }
+        Err(err) => {
+            let text = err.to_string();
+            let first = text.split("\n\n").next().unwrap_or("invalid arguments");
+            let first = first.strip_prefix("error: ").unwrap_or(first);
+            eprintln!(
+                "writerlock: {}; see writerlock --help",
+                output::one_line(first).trim_end_matches('.')
+            );
+            Err(ExitCode::from(2))
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = match parse() {
+        Ok(cli) => cli,
+        Err(code) => return code,
+    };
+    let result: Result<ExitCode, CliError> = match cli.command {
+        Command::Demo(args) => demo::run(&args),
+        Command::Status(args) => status::run(&args),
+        Command::Pg(args) => pg::run(&args),
+        Command::DemoWorker(args) => worker::run_worker(&args),
+        Command::Hold(args) => worker::run_hold(&args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("writerlock: {}", output::one_line(&err.to_string()));
+            ExitCode::from(err.exit_code())
+        }
+    }
+}

@@ -1,0 +1,628 @@
+//! `writerlock status DB`: who holds a database's writer lock and who waits, from
+//! `/proc/locks`, and whether the file system lets `flock()` exclude at all.
+//!
+//! How long the holder has held the lock: the kernel records no time for a `flock()`, and
+//! the lock file is never written, so its mtime says nothing. The one record is the
+//! hand-off page in `<db>.writer-queue`: every page-aware writer (this crate's default
+//! strategy) stamps the monotonic time of each acquisition and release there and counts
+//! both. When the counts show exactly one acquisition not yet released, the lock has been
+//! held since the last stamp. Otherwise (a holder that only uses `flock()`, such as another
+//! program, or counts left uneven by a writer killed while holding) the time is reported as
+//! unknown, with the holder process's age as an upper bound.
+
+use std::ffi::CString;
+use std::fs;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use serde::Serialize;
+use writerlock::holders::{self, FileLock, LockKind};
+use writerlock::lockfiles;
+
+use crate::duration::human;
+use crate::error::CliError;
+use crate::output::secs;
+
+/// The long help of the subcommand.
+pub const STATUS_HELP: &str = "\
+Shows who holds the writer lock of a SQLite database right now, and how many writers wait \
+for it, read from /proc/locks: the holder is the exclusive flock() on <db>.writer-lock, and \
+each waiting writer holds a shared flock() on <db>.writer-queue.
+
+For the holder it shows the pid and command line, and how long it has held the lock when \
+that is known: the kernel keeps no time for a flock(), so the time comes from the hand-off \
+page in <db>.writer-queue, where writers using this crate stamp each acquisition. For a \
+holder that does not use the page (another program holding the flock) it says unknown and \
+gives the holder process's age as an upper bound.
+
+It also names processes holding SQLite's own write lock outside the queue, says plainly \
+when nobody holds the lock or the lock files do not exist yet, and warns when the database \
+is on a file system where flock() does not exclude writers on other machines (NFS, SMB/CIFS, \
+FUSE, Ceph and other network file systems): the queue is only correct on a local disk.
+
+Locks are per machine: run it on the machine where the writers run. It reads only; it \
+never creates the lock files.";
+
+/// Arguments of `writerlock status`.
+#[derive(Debug, clap::Args)]
+pub struct StatusArgs {
+    /// The SQLite database file.
+    pub db: PathBuf,
+    /// Print the status as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A lock file and whether it exists.
+#[derive(Debug, Clone, Serialize)]
+pub struct LockFileStatus {
+    /// Its path.
+    pub path: String,
+    /// Whether it exists.
+    pub exists: bool,
+}
+
+/// The process holding the writer lock.
+#[derive(Debug, Clone, Serialize)]
+pub struct HolderStatus {
+    /// The pid `/proc/locks` lists (the process that took the lock).
+    pub pid: u32,
+    /// Whether that process still exists.
+    pub alive: bool,
+    /// Its command line, from `/proc/PID/cmdline`.
+    pub command: Option<String>,
+    /// How long it has held the lock, in seconds, when known.
+    pub held_for_s: Option<f64>,
+    /// Where `held_for_s` comes from (`handoff-page`), or why it is unknown.
+    pub held_for_source: String,
+    /// How long ago the process started, in seconds: an upper bound on the hold.
+    pub process_age_s: Option<f64>,
+    /// Processes with the lock file open, when the listed pid no longer exists (the lock
+    /// passed to a child over a fork).
+    pub descriptor_open_in: Vec<u32>,
+}
+
+/// The file system the database is on.
+#[derive(Debug, Clone, Serialize)]
+pub struct FileSystemStatus {
+    /// Its name, such as `ext4` or `nfs`.
+    pub name: String,
+    /// Its `statfs` magic number, in hex.
+    pub magic: String,
+    /// `local`, `network`, `fuse` or `unknown`.
+    pub kind: FsKind,
+    /// The warning, when flock() may not exclude writers on other machines.
+    pub warning: Option<String>,
+}
+
+/// What a file system's `flock()` guarantees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FsKind {
+    /// A local file system: `flock()` excludes every process on this machine, and only this
+    /// machine can open the file.
+    Local,
+    /// A network file system: other machines may write the database without seeing the
+    /// locks taken here.
+    Network,
+    /// A FUSE file system: its guarantees depend on the implementation.
+    Fuse,
+    /// A file system this tool does not know.
+    Unknown,
+}
+
+/// The status of one database's writer lock.
+#[derive(Debug, Clone, Serialize)]
+pub struct Status {
+    /// The database path as given.
+    pub database: String,
+    /// `<db>.writer-lock`.
+    pub lock_file: LockFileStatus,
+    /// `<db>.writer-queue`.
+    pub queue_file: LockFileStatus,
+    /// The holder, if any.
+    pub holder: Option<HolderStatus>,
+    /// How many writers wait (shared flocks on the queue file).
+    pub waiting: usize,
+    /// Their pids.
+    pub waiters: Vec<u32>,
+    /// Processes blocked in a blocking `flock()` on the lock file (outside the queue's
+    /// protocol, which never blocks).
+    pub blocked: Vec<u32>,
+    /// Processes holding SQLite's own write lock on the database, its `-wal` or `-shm`,
+    /// other than the queue's holder: writers outside the queue.
+    pub outside_queue: Vec<u32>,
+    /// The file system.
+    pub filesystem: FileSystemStatus,
+}
+
+/// Runs `writerlock status`.
+pub fn run(args: &StatusArgs) -> Result<ExitCode, CliError> {
+    let status = inspect(&args.db)?;
+    if args.json {
+        crate::output::print_json(&status)?;
+    } else {
+        print_status(&status)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn inspect(db: &Path) -> Result<Status, CliError> {
+    if lockfiles::is_in_memory(db) {
+        return Err(CliError::InvalidArgument {
+            name: "DB",
+            reason: "an in-memory database has no writer lock: give the database file's path"
+                .to_string(),
+        });
+    }
+    let lock_path = lockfiles::lock_path(db);
+    let queue_path = lockfiles::queue_path(db);
+    let lock_exists = lock_path.exists();
+    let queue_exists = queue_path.exists();
+    if !db.exists() && !lock_exists {
+        return Err(CliError::NoDatabase {
+            path: db.to_path_buf(),
+        });
+    }
+    let lock_locks = if lock_exists {
+        read_locks(&lock_path)?
+    } else {
+        Vec::new()
+    };
+    let queue_locks = if queue_exists {
+        read_locks(&queue_path)?
+    } else {
+        Vec::new()
+    };
+    let holder_pid = lock_locks.iter().find_map(|l| {
+        (l.kind == LockKind::Flock && l.exclusive && !l.blocked)
+            .then_some(l.pid)
+            .flatten()
+    });
+    let blocked: Vec<u32> = lock_locks
+        .iter()
+        .filter(|l| l.blocked)
+        .filter_map(|l| l.pid)
+        .collect();
+    let waiter_locks: Vec<&FileLock> = queue_locks
+        .iter()
+        .filter(|l| l.kind == LockKind::Flock && !l.exclusive && !l.blocked)
+        .collect();
+    let waiters: Vec<u32> = waiter_locks.iter().filter_map(|l| l.pid).collect();
+    let holder = holder_pid.map(|pid| describe_holder(pid, &lock_path, &queue_path));
+    let outside_queue = sqlite_writers(db, holder_pid);
+    Ok(Status {
+        database: db.display().to_string(),
+        lock_file: LockFileStatus {
+            path: lock_path.display().to_string(),
+            exists: lock_exists,
+        },
+        queue_file: LockFileStatus {
+            path: queue_path.display().to_string(),
+            exists: queue_exists,
+        },
+        holder,
+        waiting: waiter_locks.len(),
+        waiters,
+        blocked,
+        outside_queue,
+        filesystem: filesystem(db),
+    })
+}
+
+fn read_locks(path: &Path) -> Result<Vec<FileLock>, CliError> {
+    holders::file_locks(path).map_err(|source| CliError::Io {
+        what: "could not read the locks of",
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// Exclusive POSIX locks (SQLite's RESERVED and beyond, or a WAL write lock) on the database
+/// and its `-wal`/`-shm`, by processes other than the queue's holder.
+fn sqlite_writers(db: &Path, holder: Option<u32>) -> Vec<u32> {
+    let mut pids = Vec::new();
+    for suffix in ["", "-wal", "-shm"] {
+        let mut name = db.as_os_str().to_owned();
+        name.push(suffix);
+        let Ok(locks) = holders::file_locks(Path::new(&name)) else {
+            continue;
+        };
+        for l in locks {
+            if l.kind == LockKind::Posix && l.exclusive && !l.blocked {
+                if let Some(pid) = l.pid.filter(|p| Some(*p) != holder) {
+                    if !pids.contains(&pid) {
+                        pids.push(pid);
+                    }
+                }
+            }
+        }
+    }
+    pids
+}
+
+fn describe_holder(pid: u32, lock_path: &Path, queue_path: &Path) -> HolderStatus {
+    let alive = Path::new(&format!("/proc/{pid}")).exists();
+    let age = if alive { process_age(pid) } else { None };
+    let (held_for, source) = match page_hold(queue_path) {
+        PageHold::Since(held) if age.is_none_or(|a| held <= a + Duration::from_secs(1)) => {
+            (Some(held), "handoff-page".to_string())
+        }
+        PageHold::Since(_) => (
+            None,
+            "unknown: the hand-off page's last acquisition predates the holder process".to_string(),
+        ),
+        PageHold::NotRecorded => (
+            None,
+            "unknown: the holder did not record its acquisition on the hand-off page (it \
+             takes the flock without it, or a writer killed while holding left the counts \
+             uneven)"
+                .to_string(),
+        ),
+        PageHold::NoPage => (
+            None,
+            "unknown: the kernel keeps no time for a flock() and the queue file has no \
+             hand-off page"
+                .to_string(),
+        ),
+    };
+    HolderStatus {
+        pid,
+        alive,
+        command: if alive { cmdline(pid) } else { None },
+        held_for_s: held_for.map(secs),
+        held_for_source: source,
+        process_age_s: age.map(secs),
+        descriptor_open_in: if alive {
+            Vec::new()
+        } else {
+            processes_with_open(lock_path)
+        },
+    }
+}
+
+/// `/proc/PID/cmdline`, arguments joined by spaces (quoted where they contain blanks).
+fn cmdline(pid: u32) -> Option<String> {
+    let raw = fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let args: Vec<String> = raw
+        .split(|b| *b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| {
+            let s = String::from_utf8_lossy(a).into_owned();
+            if s.is_empty() || s.contains(char::is_whitespace) {
+                format!("'{}'", s.replace('\'', "'\\''"))
+            } else {
+                s
+            }
+        })
+        .collect();
+    (!args.is_empty()).then(|| args.join(" "))
+}
+
+/// How long ago the process started, from `/proc/PID/stat` (start time in clock ticks
+/// since boot) and `/proc/uptime`.
+fn process_age(pid: u32) -> Option<Duration> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after_comm = &stat[stat.rfind(')')? + 1..];
+    // Fields after the command: state is field 3, starttime field 22.
+    let start_ticks: f64 = after_comm.split_whitespace().nth(19)?.parse().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if hz <= 0 {
+        return None;
+    }
+    let uptime: f64 = fs::read_to_string("/proc/uptime")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    let age = uptime - start_ticks / hz as f64;
+    (age >= 0.0).then(|| Duration::from_secs_f64(age))
+}
+
+/// Processes that have `path` open, from `/proc/*/fd`.
+fn processes_with_open(path: &Path) -> Vec<u32> {
+    let Ok(meta) = fs::metadata(path) else {
+        return Vec::new();
+    };
+    let mut pids = Vec::new();
+    let Ok(procs) = fs::read_dir("/proc") else {
+        return pids;
+    };
+    for entry in procs.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(fds) = fs::read_dir(entry.path().join("fd")) else {
+            continue;
+        };
+        if fds.flatten().any(|fd| {
+            fs::metadata(fd.path()).is_ok_and(|m| m.dev() == meta.dev() && m.ino() == meta.ino())
+        }) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+/// What the hand-off page says about the current hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PageHold {
+    /// One page-aware acquisition is not released: the lock has been held this long.
+    Since(Duration),
+    /// The page's counts do not show exactly one acquisition outstanding.
+    NotRecorded,
+    /// No page (a short queue file, or a foreign layout).
+    NoPage,
+}
+
+/// The page's header (see `writerlock::handoff`): the identity word at byte 0 ("WLQP" and
+/// the layout version), acquisitions at 16, releases at 20 (both u32), and the
+/// CLOCK_MONOTONIC microseconds of the last acquisition or release at 24 (u64). Read with
+/// `pread`, which sees the same page cache the writers' shared mappings write to. The
+/// status tests check these offsets against real writers.
+fn page_hold(queue_path: &Path) -> PageHold {
+    const MAGIC: u64 = 0x574C_5150;
+    let identity = (MAGIC << 32) | u64::from(writerlock::handoff::LAYOUT_VERSION);
+    let Ok(file) = fs::File::open(queue_path) else {
+        return PageHold::NoPage;
+    };
+    let mut header = [0u8; 32];
+    if file.read_exact_at(&mut header, 0).is_err() {
+        return PageHold::NoPage;
+    }
+    let word = |at: usize| u64::from_ne_bytes(header[at..at + 8].try_into().unwrap_or([0; 8]));
+    let half = |at: usize| u32::from_ne_bytes(header[at..at + 4].try_into().unwrap_or([0; 4]));
+    if word(0) != identity {
+        return PageHold::NoPage;
+    }
+    let acquired = half(16);
+    let released = half(20);
+    if acquired.wrapping_sub(released) != 1 {
+        return PageHold::NotRecorded;
+    }
+    let since_us = word(24);
+    let now_us = crate::worker::now_ns() / 1000;
+    PageHold::Since(Duration::from_micros(now_us.saturating_sub(since_us)))
+}
+
+/// Classifies the file system the database (or its directory) is on.
+fn filesystem(db: &Path) -> FileSystemStatus {
+    let target = if db.exists() {
+        db.to_path_buf()
+    } else {
+        db.parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("."))
+    };
+    let magic = statfs_magic(&target);
+    let (name, kind) = match magic {
+        Some(m) => classify(m),
+        None => ("unknown", FsKind::Unknown),
+    };
+    let warning = match kind {
+        FsKind::Local => None,
+        FsKind::Network => Some(format!(
+            "the database is on a network file system ({name}): flock() there does not \
+             exclude writers on other machines (it is local to each client, or emulated with \
+             byte-range locks the server may lose), so writers elsewhere can write at the \
+             same time and fail with \"database is locked\"; the queue is only correct on a \
+             local disk: move the database to one"
+        )),
+        FsKind::Fuse => Some(
+            "the database is on a FUSE file system: whether flock() excludes writers, and \
+             writers on other machines, depends on its implementation; the queue is only \
+             known to be correct on a local disk"
+                .to_string(),
+        ),
+        FsKind::Unknown => Some(format!(
+            "the database is on a file system writerlock does not know ({}): the queue is \
+             only correct where flock() excludes every writer, that is on a local disk; \
+             check that this one is",
+            magic
+                .map(|m| format!("magic 0x{m:x}"))
+                .unwrap_or_else(|| "statfs failed".into())
+        )),
+    };
+    FileSystemStatus {
+        name: name.to_string(),
+        magic: magic.map(|m| format!("0x{m:x}")).unwrap_or_default(),
+        kind,
+        warning,
+    }
+}
+
+fn statfs_magic(path: &Path) -> Option<u64> {
+    let c_path = CString::new(path.as_os_str().as_bytes()).ok()?;
+    // SAFETY: zeroed statfs is a valid out buffer; the path is NUL-terminated.
+    let mut buf: libc::statfs = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::statfs(c_path.as_ptr(), &mut buf) };
+    // f_type is a signed word on some targets; the magic numbers are 32-bit.
+    (rc == 0).then_some(buf.f_type as u64 & 0xffff_ffff)
+}
+
+/// The name and kind of a file system from its `statfs` magic number.
+pub fn classify(magic: u64) -> (&'static str, FsKind) {
+    use FsKind::{Fuse, Local, Network};
+    match magic {
+        0x6969 => ("nfs", Network),
+        0x517B => ("smb", Network),
+        0xFF53_4D42 => ("cifs", Network),
+        0xFE53_4D42 => ("smb2", Network),
+        0x00C3_6400 => ("ceph", Network),
+        0x5346_414F | 0x6B41_4653 => ("afs", Network),
+        0x7375_7245 => ("coda", Network),
+        0x0102_1997 => ("9p", Network),
+        0x0116_1970 => ("gfs2", Network),
+        0x7461_636F => ("ocfs2", Network),
+        0x0BD0_0BD0 => ("lustre", Network),
+        0x2011_BAB0 => ("exfat", Local),
+        0x6573_5546 => ("fuse", Fuse),
+        0xEF53 => ("ext2/3/4", Local),
+        0x5846_5342 => ("xfs", Local),
+        0x9123_683E => ("btrfs", Local),
+        0x0102_1994 => ("tmpfs", Local),
+        0x8584_58F6 => ("ramfs", Local),
+        0x794C_7630 => ("overlayfs", Local),
+        0x2FC1_2FC1 => ("zfs", Local),
+        0xF2F5_2010 => ("f2fs", Local),
+        0x5265_4973 => ("reiserfs", Local),
+        0x3153_464A => ("jfs", Local),
+        0x4D44 => ("vfat", Local),
+        0x5346_544E => ("ntfs", Local),
+        0x7366_746E => ("ntfs3", Local),
+        0xCAFE_4A11 => ("bpf", Local),
+        0x6462_6720 => ("debugfs", Local),
+        _ => ("unknown", FsKind::Unknown),
+    }
+}
+
+fn print_status(s: &Status) -> Result<(), CliError> {
+    let mut out = String::new();
+    let line = |out: &mut String, label: &str, text: &str| {
+        out.push_str(&format!("{label:<12} {text}\n"));
+    };
+    line(&mut out, "database", &s.database);
+    line(
+        &mut out,
+        "file system",
+        &format!(
+            "{}{}",
+            s.filesystem.name,
+            if s.filesystem.magic.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", s.filesystem.magic)
+            }
+        ),
+    );
+    if !s.lock_file.exists {
+        line(
+            &mut out,
+            "writer lock",
+            &format!(
+                "no writer has used the queue on this database yet: {} does not exist",
+                s.lock_file.path
+            ),
+        );
+    } else {
+        match &s.holder {
+            None => line(&mut out, "writer lock", "free: nobody holds it"),
+            Some(h) => {
+                let held = match h.held_for_s {
+                    Some(t) => format!(
+                        "held for {} (since its acquisition stamped on the hand-off page)",
+                        human(Duration::from_secs_f64(t))
+                    ),
+                    None => "held for an unknown time".to_string(),
+                };
+                line(
+                    &mut out,
+                    "writer lock",
+                    &format!("held by pid {}, {held}", h.pid),
+                );
+                match &h.command {
+                    Some(cmd) => line(&mut out, "  command", cmd),
+                    None if !h.alive => line(
+                        &mut out,
+                        "  command",
+                        &format!(
+                            "the process that took the lock has exited; the lock file is open \
+                             in {}",
+                            if h.descriptor_open_in.is_empty() {
+                                "no process this user can see".to_string()
+                            } else {
+                                pid_list(&h.descriptor_open_in)
+                            }
+                        ),
+                    ),
+                    None => {}
+                }
+                if h.held_for_s.is_none() {
+                    let bound = h
+                        .process_age_s
+                        .map(|a| {
+                            format!(
+                                "; the process started {} ago, so at most that",
+                                human(Duration::from_secs_f64(a))
+                            )
+                        })
+                        .unwrap_or_default();
+                    line(
+                        &mut out,
+                        "  held for",
+                        &format!("{}{bound}", h.held_for_source),
+                    );
+                }
+            }
+        }
+    }
+    let waiting = match s.waiting {
+        0 if !s.queue_file.exists => format!("nobody ({} does not exist)", s.queue_file.path),
+        0 => "nobody".to_string(),
+        1 => format!("1 writer ({})", pid_list(&s.waiters)),
+        n => format!("{n} writers ({})", pid_list(&s.waiters)),
+    };
+    line(&mut out, "waiting", &waiting);
+    if !s.blocked.is_empty() {
+        line(
+            &mut out,
+            "blocked",
+            &format!(
+                "{} in a blocking flock() on the lock file, outside the queue ({})",
+                s.blocked.len(),
+                pid_list(&s.blocked)
+            ),
+        );
+    }
+    if !s.outside_queue.is_empty() {
+        line(
+            &mut out,
+            "outside",
+            &format!(
+                "SQLite's write lock is held outside the queue by {}",
+                pid_list(&s.outside_queue)
+            ),
+        );
+    }
+    if let Some(w) = &s.filesystem.warning {
+        line(&mut out, "WARNING", w);
+    }
+    crate::output::print_line(out.trim_end())
+}
+
+fn pid_list(pids: &[u32]) -> String {
+    let list: Vec<String> = pids.iter().map(|p| p.to_string()).collect();
+    format!("pid {}", list.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn network_file_systems_warn() {
+        for magic in [0x6969, 0x517B, 0xFF53_4D42, 0xFE53_4D42, 0x00C3_6400] {
+            assert_eq!(classify(magic).1, FsKind::Network, "{magic:x}");
+        }
+        assert_eq!(classify(0x6573_5546).1, FsKind::Fuse);
+        assert_eq!(classify(0xEF53).1, FsKind::Local);
+        assert_eq!(classify(0x1234_5678).1, FsKind::Unknown);
+    }
+
+    #[test]
+    fn warnings_follow_the_kind() {
+        let fs = filesystem(Path::new("/proc/self/status"));
+        assert_eq!(fs.name, "unknown");
+        assert!(fs.warning.is_some());
+    }
+}

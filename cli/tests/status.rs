@@ -1,0 +1,263 @@
+//! `writerlock status` against real holders and waiters: the queue's own (`writerlock hold`,
+//! which takes the turn through the core and runs BEGIN IMMEDIATE), and util-linux `flock`
+//! processes outside the queue.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+fn status_json(db: &str) -> serde_json::Value {
+    run_json(&["status", db, "--json"])
+}
+
+fn pids(v: &serde_json::Value) -> BTreeSet<u32> {
+    v.as_array()
+        .expect("an array of pids")
+        .iter()
+        .map(|p| p.as_u64().expect("a pid") as u32)
+        .collect()
+}
+
+/// Waits for a child and asserts it succeeded.
+fn finish(mut child: Child, what: &str) {
+    let status = child.wait().expect("wait for a child");
+    assert!(status.success(), "{what} exited with {status}");
+}
+
+#[test]
+fn counts_a_real_holder_and_its_waiters_then_nobody() {
+    let dir = TempDir::new("status-queue");
+    let db = dir.file("site.db");
+
+    let mut holder = command(&["hold", &db, "--for", "60s", "--until-eof"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start the holder");
+    let mut lines = BufReader::new(holder.stdout.take().expect("holder stdout")).lines();
+    let first = lines
+        .next()
+        .expect("the holder's first line")
+        .expect("read");
+    assert_eq!(first, format!("holding {}", holder.id()));
+    let held_at = Instant::now();
+
+    let waiters: Vec<Child> = (0..3)
+        .map(|_| {
+            command(&["hold", &db, "--for", "0s", "--wait", "60s"])
+                .stdout(Stdio::null())
+                .spawn()
+                .expect("start a waiter")
+        })
+        .collect();
+    let waiter_pids: BTreeSet<u32> = waiters.iter().map(Child::id).collect();
+
+    let status = eventually(Duration::from_secs(20), "three waiters queued", || {
+        let s = status_json(&db);
+        (s["waiting"] == 3).then_some(s)
+    });
+    let upper = held_at.elapsed().as_secs_f64() + 0.5;
+    assert_eq!(status["lock_file"]["exists"], true);
+    assert_eq!(status["queue_file"]["exists"], true);
+    let h = &status["holder"];
+    assert_eq!(h["pid"], holder.id());
+    assert_eq!(h["alive"], true);
+    let cmd = h["command"].as_str().expect("the holder's command line");
+    assert!(cmd.contains("hold") && cmd.contains("--until-eof"), "{cmd}");
+    // The queue's writers stamp their acquisition on the hand-off page: the hold is known.
+    assert_eq!(h["held_for_source"], "handoff-page", "{status}");
+    let held = h["held_for_s"].as_f64().expect("a known hold time");
+    assert!(
+        held >= 0.0 && held <= upper,
+        "held {held} s, upper bound {upper} s"
+    );
+    assert_eq!(pids(&status["waiters"]), waiter_pids);
+    assert_eq!(status["filesystem"]["kind"], "local");
+    assert!(status["filesystem"]["warning"].is_null());
+
+    let text = run_ok(&["status", &db]);
+    assert!(
+        text.contains(&format!("held by pid {}", holder.id())),
+        "{text}"
+    );
+    assert!(text.contains("waiting      3 writers"), "{text}");
+
+    // Release: the waiters take their turns and leave; then nobody holds or waits.
+    drop(holder.stdin.take());
+    assert_eq!(
+        lines.next().expect("the holder's last line").expect("read"),
+        "released"
+    );
+    finish(holder, "the holder");
+    for w in waiters {
+        finish(w, "a waiter");
+    }
+    let status = status_json(&db);
+    assert!(status["holder"].is_null(), "{status}");
+    assert_eq!(status["waiting"], 0);
+    let text = run_ok(&["status", &db]);
+    assert!(text.contains("free: nobody holds it"), "{text}");
+    assert!(text.contains("waiting      nobody"), "{text}");
+}
+
+fn util_flock() -> &'static str {
+    let found = std::process::Command::new("flock")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        found,
+        "the flock program (util-linux) is missing: install it with `apt-get install -y \
+         util-linux`"
+    );
+    "flock"
+}
+
+/// `flock MODE FILE cat`: holds the lock until its stdin closes.
+fn flock_process(mode: &str, file: &str) -> Child {
+    std::process::Command::new(util_flock())
+        .args([mode, file, "cat"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("start flock")
+}
+
+#[test]
+fn sees_an_outside_flock_holder_with_an_unknown_hold_time() {
+    let dir = TempDir::new("status-flock");
+    let db = dir.file("site.db");
+    std::fs::write(&db, b"").expect("create the database file");
+    let lock = format!("{db}.writer-lock");
+    let queue = format!("{db}.writer-queue");
+
+    let mut holder = flock_process("-x", &lock);
+    let mut waiters = vec![flock_process("-s", &queue), flock_process("-s", &queue)];
+    let waiter_pids: BTreeSet<u32> = waiters.iter().map(Child::id).collect();
+
+    let status = eventually(
+        Duration::from_secs(20),
+        "the flock holder and waiters",
+        || {
+            let s = status_json(&db);
+            (s["holder"]["pid"] == holder.id() && s["waiting"] == 2).then_some(s)
+        },
+    );
+    let h = &status["holder"];
+    let cmd = h["command"].as_str().expect("command line");
+    assert!(cmd.starts_with("flock -x") && cmd.ends_with("cat"), "{cmd}");
+    // util-linux flock stamps nothing: the time is unknown, bounded by the process's age.
+    assert!(h["held_for_s"].is_null(), "{status}");
+    assert!(h["held_for_source"]
+        .as_str()
+        .is_some_and(|s| s.starts_with("unknown")));
+    assert!(h["process_age_s"].as_f64().is_some_and(|a| a >= 0.0));
+    assert_eq!(pids(&status["waiters"]), waiter_pids);
+    let text = run_ok(&["status", &db]);
+    assert!(text.contains("held for an unknown time"), "{text}");
+    assert!(text.contains("so at most that"), "{text}");
+    assert!(text.contains("2 writers"), "{text}");
+
+    drop(holder.stdin.take());
+    finish(holder, "flock -x");
+    for w in &mut waiters {
+        drop(w.stdin.take());
+    }
+    for w in waiters {
+        finish(w, "flock -s");
+    }
+    let status = status_json(&db);
+    assert!(status["holder"].is_null(), "{status}");
+    assert_eq!(status["waiting"], 0);
+}
+
+#[test]
+fn says_when_the_lock_files_do_not_exist_yet() {
+    let dir = TempDir::new("status-nofiles");
+    let db = dir.file("fresh.db");
+    std::fs::write(&db, b"").expect("create the database file");
+    let status = status_json(&db);
+    assert_eq!(status["lock_file"]["exists"], false);
+    assert_eq!(status["queue_file"]["exists"], false);
+    assert!(status["holder"].is_null());
+    assert_eq!(status["waiting"], 0);
+    let text = run_ok(&["status", &db]);
+    assert!(
+        text.contains("no writer has used the queue on this database yet")
+            && text.contains(&format!("{db}.writer-lock does not exist")),
+        "{text}"
+    );
+    // status only reads: it never creates the lock files.
+    assert!(!std::path::Path::new(&format!("{db}.writer-lock")).exists());
+    assert!(!std::path::Path::new(&format!("{db}.writer-queue")).exists());
+}
+
+#[test]
+fn a_missing_database_is_one_clear_line() {
+    let dir = TempDir::new("status-missing");
+    let db = dir.file("nothing-here.db");
+    let out = run(&["status", &db]);
+    let line = assert_one_line_error(&out);
+    assert!(
+        line.contains("no database at") && line.contains(&db),
+        "{line}"
+    );
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn a_tmpfs_database_is_local() {
+    let shm = std::path::Path::new("/dev/shm");
+    assert!(shm.is_dir(), "/dev/shm is missing: this test needs a tmpfs");
+    let db = shm.join(format!("writerlock-cli-status-{}.db", std::process::id()));
+    std::fs::write(&db, b"").expect("create a database on tmpfs");
+    let status = status_json(&db.display().to_string());
+    let _ = std::fs::remove_file(&db);
+    assert_eq!(status["filesystem"]["name"], "tmpfs");
+    assert_eq!(status["filesystem"]["kind"], "local");
+    assert!(status["filesystem"]["warning"].is_null());
+}
+
+#[test]
+fn a_lock_passed_to_a_child_names_the_process_that_still_has_it() {
+    let dir = TempDir::new("status-orphan");
+    let db = dir.file("site.db");
+    std::fs::write(&db, b"").expect("create the database file");
+    let lock = format!("{db}.writer-lock");
+    // util-linux flock takes the lock, then forks `cat`, which inherits the locked
+    // descriptor. Killing flock leaves the lock with cat, while /proc/locks still names
+    // flock's pid.
+    let mut holder = flock_process("-x", &lock);
+    let flock_pid = holder.id();
+    eventually(Duration::from_secs(20), "the flock holder", || {
+        (status_json(&db)["holder"]["pid"] == flock_pid).then_some(())
+    });
+    let stdin = holder.stdin.take();
+    holder.kill().expect("kill flock");
+    let _ = holder.wait();
+    let status = status_json(&db);
+    let h = &status["holder"];
+    assert_eq!(h["pid"], flock_pid, "{status}");
+    assert_eq!(h["alive"], false, "{status}");
+    let open_in = pids(&h["descriptor_open_in"]);
+    assert_eq!(open_in.len(), 1, "{status}");
+    let child = *open_in.iter().next().expect("one pid");
+    let cmdline = std::fs::read(format!("/proc/{child}/cmdline")).expect("the child's cmdline");
+    assert_eq!(cmdline, b"cat\0");
+    let text = run_ok(&["status", &db]);
+    assert!(
+        text.contains("the process that took the lock has exited")
+            && text.contains(&format!("pid {child}")),
+        "{text}"
+    );
+    // Closing cat's stdin ends it, and with it the lock.
+    drop(stdin);
+    eventually(Duration::from_secs(10), "the lock released", || {
+        status_json(&db)["holder"].is_null().then_some(())
+    });
+}
