@@ -62,6 +62,10 @@ struct Header {
     yielders: AtomicU32,
     /// One past the highest slot index ever claimed (bounds the scans).
     high_water: AtomicU32,
+    /// The pid of the page-aware writer holding the lock (0: none recorded).
+    holder_pid: AtomicU32,
+    /// CLOCK_MONOTONIC microseconds when that writer took the lock.
+    held_since_us: AtomicU64,
 }
 
 #[repr(C, align(64))]
@@ -358,7 +362,12 @@ impl PageRef {
     /// Records that a page-aware writer took the lock, ending yields.
     fn note_acquired(&self) {
         let header = &self.layout().header;
-        header.active_at_us.store(now_us(), Ordering::Release);
+        let now = now_us();
+        header.held_since_us.store(now, Ordering::Release);
+        header
+            .holder_pid
+            .store(std::process::id(), Ordering::Release);
+        header.active_at_us.store(now, Ordering::Release);
         header.acquired.fetch_add(1, Ordering::AcqRel);
         if header.yielders.load(Ordering::Acquire) > 0 {
             futex_wake(&header.acquired, i32::MAX);
@@ -369,6 +378,7 @@ impl PageRef {
     /// oldest waiter.
     pub(crate) fn note_released(&self) {
         let header = &self.layout().header;
+        header.holder_pid.store(0, Ordering::Release);
         header.active_at_us.store(now_us(), Ordering::Release);
         header.released.fetch_add(1, Ordering::AcqRel);
         self.wake_oldest();
@@ -476,4 +486,45 @@ pub(crate) fn wait_for_turn(
         Err(_) => page.wake_oldest(),
     }
     result.map(|()| false)
+}
+
+/// What a hand-off page says, read without joining it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PageSnapshot {
+    /// The page-aware writer that recorded the current hold. A holder that
+    /// does not use the page (another program) or one killed while holding
+    /// may leave this unset or stale: compare it with `/proc/locks`.
+    pub holder_pid: Option<u32>,
+    /// How long ago that writer took the lock.
+    pub held_for: Option<Duration>,
+    /// Waiters with a slot on the page.
+    pub waiters: usize,
+}
+
+/// Reads the hand-off page of a queue file (`<db>.writer-queue`) without
+/// mapping it writable or joining it, for status tools. `None` when the file
+/// has no page of this layout version.
+pub fn inspect(queue_file: &std::path::Path) -> Option<PageSnapshot> {
+    use std::mem::offset_of;
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::File::open(queue_file).ok()?;
+    let mut bytes = vec![0u8; PAGE_BYTES];
+    file.read_exact_at(&mut bytes, 0).ok()?;
+    let u64_at = |at: usize| u64::from_ne_bytes(bytes[at..at + 8].try_into().unwrap_or([0; 8]));
+    let u32_at = |at: usize| u32::from_ne_bytes(bytes[at..at + 4].try_into().unwrap_or([0; 4]));
+    if u64_at(offset_of!(Header, identity)) != IDENTITY {
+        return None;
+    }
+    let pid = u32_at(offset_of!(Header, holder_pid));
+    let since = u64_at(offset_of!(Header, held_since_us));
+    let slots = offset_of!(Layout, slots);
+    let slot_size = std::mem::size_of::<Slot>();
+    let waiters = (0..SLOTS)
+        .filter(|i| u64_at(slots + i * slot_size + offset_of!(Slot, ticket)) != 0)
+        .count();
+    Some(PageSnapshot {
+        holder_pid: (pid != 0).then_some(pid),
+        held_for: (pid != 0).then(|| Duration::from_micros(now_us().saturating_sub(since))),
+        waiters,
+    })
 }

@@ -13,7 +13,7 @@
 use std::ffi::CString;
 use std::fs;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileExt, MetadataExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -247,7 +247,7 @@ fn sqlite_writers(db: &Path, holder: Option<u32>) -> Vec<u32> {
 fn describe_holder(pid: u32, lock_path: &Path, queue_path: &Path) -> HolderStatus {
     let alive = Path::new(&format!("/proc/{pid}")).exists();
     let age = if alive { process_age(pid) } else { None };
-    let (held_for, source) = match page_hold(queue_path) {
+    let (held_for, source) = match page_hold(queue_path, pid) {
         PageHold::Since(held) if age.is_none_or(|a| held <= a + Duration::from_secs(1)) => {
             (Some(held), "handoff-page".to_string())
         }
@@ -258,8 +258,7 @@ fn describe_holder(pid: u32, lock_path: &Path, queue_path: &Path) -> HolderStatu
         PageHold::NotRecorded => (
             None,
             "unknown: the holder did not record its acquisition on the hand-off page (it \
-             takes the flock without it, or a writer killed while holding left the counts \
-             uneven)"
+             takes the flock without the page)"
                 .to_string(),
         ),
         PageHold::NoPage => (
@@ -356,42 +355,25 @@ fn processes_with_open(path: &Path) -> Vec<u32> {
 /// What the hand-off page says about the current hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum PageHold {
-    /// One page-aware acquisition is not released: the lock has been held this long.
+    /// The holder recorded its acquisition on the page: held this long.
     Since(Duration),
-    /// The page's counts do not show exactly one acquisition outstanding.
+    /// The page names no holder, or another one (the holder takes the flock
+    /// without the page, or a writer killed while holding left a stale stamp).
     NotRecorded,
     /// No page (a short queue file, or a foreign layout).
     NoPage,
 }
 
-/// The page's header (see `writerlock::handoff`): the identity word at byte 0 ("WLQP" and
-/// the layout version), acquisitions at 16, releases at 20 (both u32), and the
-/// CLOCK_MONOTONIC microseconds of the last acquisition or release at 24 (u64). Read with
-/// `pread`, which sees the same page cache the writers' shared mappings write to. The
-/// status tests check these offsets against real writers.
-fn page_hold(queue_path: &Path) -> PageHold {
-    const MAGIC: u64 = 0x574C_5150;
-    let identity = (MAGIC << 32) | u64::from(writerlock::handoff::LAYOUT_VERSION);
-    let Ok(file) = fs::File::open(queue_path) else {
-        return PageHold::NoPage;
-    };
-    let mut header = [0u8; 32];
-    if file.read_exact_at(&mut header, 0).is_err() {
-        return PageHold::NoPage;
+/// Reads the hold time from the hand-off page (`writerlock::handoff::inspect`),
+/// trusting it only when the page names the same pid `/proc/locks` shows.
+fn page_hold(queue_path: &Path, holder: u32) -> PageHold {
+    match writerlock::handoff::inspect(queue_path) {
+        None => PageHold::NoPage,
+        Some(page) => match (page.holder_pid, page.held_for) {
+            (Some(pid), Some(held)) if pid == holder => PageHold::Since(held),
+            _ => PageHold::NotRecorded,
+        },
     }
-    let word = |at: usize| u64::from_ne_bytes(header[at..at + 8].try_into().unwrap_or([0; 8]));
-    let half = |at: usize| u32::from_ne_bytes(header[at..at + 4].try_into().unwrap_or([0; 4]));
-    if word(0) != identity {
-        return PageHold::NoPage;
-    }
-    let acquired = half(16);
-    let released = half(20);
-    if acquired.wrapping_sub(released) != 1 {
-        return PageHold::NotRecorded;
-    }
-    let since_us = word(24);
-    let now_us = crate::worker::now_ns() / 1000;
-    PageHold::Since(Duration::from_micros(now_us.saturating_sub(since_us)))
 }
 
 /// Classifies the file system the database (or its directory) is on.
