@@ -1,0 +1,28 @@
+//! `writerlock._native`: the Python extension module of writerlock.
+//!
+//! The Python package `writerlock` (in `python/writerlock/`) wraps this module:
+//!
+//! * [`sqlite`]: `WriterQueue`, the SQLite write queue driving a Python `sqlite3.Connection`
+//!   through [`writerlock::SqliteSession`];
+//! * [`pg`]: the Postgres writer session (`PgSession`, `PgPool`, `PgSettings`), the floor and
+//!   alert functions, and the conversions of [`values`];
+//! * [`errors`]: the mapping of the core's errors to the exception classes defined in
+//!   `writerlock/_errors.py`.
+//!
+//! Every wait of the core (a `flock()`, a sleep, the network) runs with the interpreter
+//! released (`Python::detach`), so other Python threads keep running.
+
+use pyo3::prelude::*;
+
+pub mod errors;
+pub mod pg;
+pub mod sqlite;
+pub mod values;
+
+/// The native part of writerlock; import `writerlock` and `writerlock.postgres` instead.
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    sqlite::register(m)?;
+    pg::register(m)?;
+    Ok(())
+}

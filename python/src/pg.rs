@@ -1,0 +1,492 @@
+//! The Postgres writer session for Python: `PgSettings`, `PgSession`, `PgPool` and the floor
+//! and alert functions. `writerlock/postgres.py` builds the sqlite3-like `Connection`,
+//! `Cursor`, `Write` and `Pool` on these.
+//!
+//! Every call that talks to the server runs inside `Python::detach`, and so does the wait for
+//! a session's mutex (another thread may be using the session), so the interpreter is never
+//! held across the network.
+
+use std::sync::{Mutex, MutexGuard};
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyList, PyTuple};
+
+use writerlock::pg::{self, Alert, Connection, Pool, RefusedWriter, SettingStatus, Settings};
+use writerlock::Wait;
+
+use crate::errors::pg_error;
+use crate::values::{row_to_py, to_values};
+
+fn seconds(name: &'static str, value: f64) -> PyResult<std::time::Duration> {
+    Wait::seconds(name, value).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+/// The settings every connection sends: time limits, writer version and floor, keepalives.
+/// Durations are in seconds.
+#[pyclass(module = "writerlock._native", name = "PgSettings", frozen)]
+pub struct PySettings {
+    inner: Settings,
+}
+
+#[pymethods]
+impl PySettings {
+    #[new]
+    #[pyo3(signature = (
+        *,
+        version = pg::VERSION,
+        required = pg::REQUIRED,
+        lock_wait = pg::LOCK_WAIT.as_secs_f64(),
+        lock_tries = pg::LOCK_TRIES,
+        idle_in_transaction = pg::IDLE_IN_TRANSACTION.as_secs_f64(),
+        statement_timeout = pg::STATEMENT_TIMEOUT.as_secs_f64(),
+        connect_timeout = 10.0,
+        keepalives = true,
+        keepalives_idle = 30.0,
+        keepalives_interval = 10.0,
+        keepalives_count = 3,
+        tcp_user_timeout = 60.0,
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        version: u16,
+        required: u16,
+        lock_wait: f64,
+        lock_tries: u32,
+        idle_in_transaction: f64,
+        statement_timeout: f64,
+        connect_timeout: f64,
+        keepalives: bool,
+        keepalives_idle: f64,
+        keepalives_interval: f64,
+        keepalives_count: u32,
+        tcp_user_timeout: f64,
+    ) -> PyResult<Self> {
+        let mut s = Settings::new();
+        s.version(version)
+            .required(required)
+            .lock_wait(seconds("lock_wait", lock_wait)?)
+            .lock_tries(lock_tries)
+            .idle_in_transaction(seconds("idle_in_transaction", idle_in_transaction)?)
+            .statement_timeout(seconds("statement_timeout", statement_timeout)?)
+            .connect_timeout(seconds("connect_timeout", connect_timeout)?)
+            .keepalives(keepalives)
+            .keepalives_idle(seconds("keepalives_idle", keepalives_idle)?)
+            .keepalives_interval(seconds("keepalives_interval", keepalives_interval)?)
+            .keepalives_count(keepalives_count)
+            .server_keepalives_idle(seconds("keepalives_idle", keepalives_idle)?)
+            .server_keepalives_interval(seconds("keepalives_interval", keepalives_interval)?)
+            .server_keepalives_count(keepalives_count)
+            .tcp_user_timeout(seconds("tcp_user_timeout", tcp_user_timeout)?);
+        s.validate()
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        Ok(PySettings { inner: s })
+    }
+
+    /// The libpq `options` string the session sends (`-c lock_timeout=10s ...`).
+    #[getter]
+    fn startup_options(&self) -> String {
+        self.inner.startup_options()
+    }
+
+    /// The writer version.
+    #[getter]
+    fn version(&self) -> u16 {
+        self.inner.get_version()
+    }
+
+    /// The floor stored at schema setup.
+    #[getter]
+    fn required(&self) -> u16 {
+        self.inner.get_required()
+    }
+
+    /// One wait for the writer lock, in seconds.
+    #[getter]
+    fn lock_wait(&self) -> f64 {
+        self.inner.get_lock_wait().as_secs_f64()
+    }
+
+    /// How many waits for the writer lock.
+    #[getter]
+    fn lock_tries(&self) -> u32 {
+        self.inner.get_lock_tries()
+    }
+
+    /// The idle limit inside a transaction, in seconds.
+    #[getter]
+    fn idle_in_transaction(&self) -> f64 {
+        self.inner.get_idle_in_transaction().as_secs_f64()
+    }
+
+    /// The statement limit, in seconds.
+    #[getter]
+    fn statement_timeout(&self) -> f64 {
+        self.inner.get_statement_timeout().as_secs_f64()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<writerlock PgSettings {}>", self.inner.startup_options())
+    }
+}
+
+enum Slot {
+    Open(Box<Connection>),
+    Gone(&'static str),
+}
+
+/// One session with the ledger database (the native half of `writerlock.postgres.Connection`).
+#[pyclass(module = "writerlock._native", name = "PgSession", frozen)]
+pub struct PgSession {
+    slot: Mutex<Slot>,
+    pid: i32,
+    address: String,
+}
+
+/// The refused writers as `(writer, pid, version, floor)` tuples.
+type RefusedTuple = (String, i32, i64, i64);
+
+fn refused_tuples(refused: &[RefusedWriter]) -> Vec<RefusedTuple> {
+    refused
+        .iter()
+        .map(|r| (r.writer.clone(), r.pid, r.version, r.floor))
+        .collect()
+}
+
+/// A setting check as `(name, sent, shown, status)`.
+type CheckTuple = (String, String, Option<String>, &'static str);
+
+/// The columns, rows and row count of a statement, for the Python cursor.
+type Described<'py> = (Py<PyAny>, Bound<'py, PyList>, i64);
+
+impl PgSession {
+    fn from_connection(conn: Connection) -> PgSession {
+        PgSession {
+            pid: conn.pid(),
+            address: conn.address().to_string(),
+            slot: Mutex::new(Slot::Open(Box::new(conn))),
+        }
+    }
+
+    fn slot(&self) -> MutexGuard<'_, Slot> {
+        self.slot.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Runs `f` on the connection with the interpreter released.
+    fn with<T, F>(&self, py: Python<'_>, f: F) -> PyResult<T>
+    where
+        T: Send,
+        F: FnOnce(&mut Connection) -> Result<T, pg::Error> + Send,
+    {
+        let result = py.detach(|| match &mut *self.slot() {
+            Slot::Open(conn) => f(conn),
+            Slot::Gone(reason) => Err(pg::Error::Closed {
+                reason: (*reason).to_string(),
+            }),
+        });
+        result.map_err(|e| pg_error(py, e))
+    }
+
+    /// Takes the connection out (for a pool), leaving the session closed for `reason`.
+    fn take(&self, reason: &'static str) -> Option<Connection> {
+        let mut slot = self.slot();
+        if matches!(*slot, Slot::Gone(_)) {
+            return None;
+        }
+        match std::mem::replace(&mut *slot, Slot::Gone(reason)) {
+            Slot::Open(conn) => Some(*conn),
+            Slot::Gone(_) => None,
+        }
+    }
+}
+
+#[pymethods]
+impl PgSession {
+    /// Opens a session at `dsn` with `settings` and checks that every startup setting took
+    /// effect.
+    #[staticmethod]
+    fn connect(py: Python<'_>, dsn: &str, settings: &PySettings) -> PyResult<PgSession> {
+        let settings = settings.inner.clone();
+        let dsn = dsn.to_owned();
+        py.detach(move || Connection::connect(&dsn, &settings))
+            .map(PgSession::from_connection)
+            .map_err(|e| pg_error(py, e))
+    }
+
+    /// Runs one statement with `?` or `$n` placeholders; returns `(description, rows,
+    /// rowcount)` where `description` is `None` for a statement without result columns.
+    #[pyo3(signature = (sql, params = None))]
+    fn execute<'py>(
+        &self,
+        py: Python<'py>,
+        sql: &str,
+        params: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Described<'py>> {
+        let values = to_values(params)?;
+        let rows = self.with(py, |c| c.execute(sql, &values))?;
+        let columns = rows.columns().to_vec();
+        let affected = i64::try_from(rows.affected()).unwrap_or(i64::MAX);
+        let description: Py<PyAny> = if columns.is_empty() {
+            py.None()
+        } else {
+            let items = columns
+                .iter()
+                .map(|c| {
+                    PyTuple::new(
+                        py,
+                        [
+                            c.name().into_pyobject(py)?.into_any(),
+                            c.type_name().into_pyobject(py)?.into_any(),
+                            py.None().into_bound(py),
+                            py.None().into_bound(py),
+                            py.None().into_bound(py),
+                            py.None().into_bound(py),
+                            py.None().into_bound(py),
+                        ],
+                    )
+                })
+                .collect::<PyResult<Vec<_>>>()?;
+            PyTuple::new(py, items)?.into_any().unbind()
+        };
+        let list = PyList::empty(py);
+        for row in rows.into_rows() {
+            list.append(row_to_py(py, row.into_values(), &columns)?)?;
+        }
+        Ok((description, list, affected))
+    }
+
+    /// Runs a script of statements without parameters (the simple query protocol).
+    fn execute_batch(&self, py: Python<'_>, sql: &str) -> PyResult<()> {
+        self.with(py, |c| c.execute_batch(sql))
+    }
+
+    /// Opens a transaction.
+    fn begin(&self, py: Python<'_>) -> PyResult<()> {
+        self.with(py, |c| c.begin())
+    }
+
+    /// Commits the open transaction (nothing when none is open).
+    fn commit(&self, py: Python<'_>) -> PyResult<()> {
+        self.with(py, |c| c.commit())
+    }
+
+    /// Rolls back the open transaction (nothing when none is open).
+    fn rollback(&self, py: Python<'_>) -> PyResult<()> {
+        self.with(py, |c| c.rollback())
+    }
+
+    /// Takes the writer lock as the transaction's first statement; returns the waits taken.
+    fn lock_writer(&self, py: Python<'_>) -> PyResult<u32> {
+        self.with(py, |c| c.lock_writer())
+    }
+
+    /// Starts a write transaction (schema once per address, writer lock with its waits, floor
+    /// check, refused writers); returns `(waits, floor, refused)`.
+    fn begin_write(&self, py: Python<'_>) -> PyResult<(u32, Option<i64>, Vec<RefusedTuple>)> {
+        let start = self.with(py, |c| c.begin_write())?;
+        Ok((
+            start.waits(),
+            start.floor(),
+            refused_tuples(start.refused()),
+        ))
+    }
+
+    /// Sets up the floor schema, running `extra_sql` first, and stores the required floor.
+    #[pyo3(signature = (extra_sql = None))]
+    fn setup_schema(&self, py: Python<'_>, extra_sql: Option<&str>) -> PyResult<()> {
+        self.with(py, |c| pg::setup_schema(c, extra_sql))
+    }
+
+    /// The refused writers still connected, as `(writer, pid, version, floor)` tuples.
+    fn refused_writers(&self, py: Python<'_>) -> PyResult<Vec<RefusedTuple>> {
+        let refused = self.with(py, pg::refused_writers)?;
+        Ok(refused_tuples(&refused))
+    }
+
+    /// The stored floor, or `None` when the database stores none.
+    fn stored_floor(&self, py: Python<'_>) -> PyResult<Option<i64>> {
+        self.with(py, pg::stored_floor)
+    }
+
+    /// What `SHOW name` prints on this session (`None` for an unset custom setting).
+    fn show(&self, py: Python<'_>, name: &str) -> PyResult<Option<String>> {
+        self.with(py, |c| c.show(name))
+    }
+
+    /// Every startup setting as `(name, sent, shown, status)`, status one of `in effect`,
+    /// `not in effect`, `not applicable`.
+    fn check_settings(&self, py: Python<'_>) -> PyResult<Vec<CheckTuple>> {
+        let checks = self.with(py, |c| c.check_settings())?;
+        Ok(checks
+            .into_iter()
+            .map(|c| {
+                let status = match c.status {
+                    SettingStatus::InEffect => "in effect",
+                    SettingStatus::NotInEffect => "not in effect",
+                    SettingStatus::NotApplicable => "not applicable",
+                };
+                (c.name, c.sent, c.shown, status)
+            })
+            .collect())
+    }
+
+    /// Closes the session; an open transaction rolls back on the server. Closing twice does
+    /// nothing.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        match self.take("close() was called") {
+            Some(conn) => py.detach(|| conn.close()).map_err(|e| pg_error(py, e)),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether a transaction is open.
+    #[getter]
+    fn in_transaction(&self) -> bool {
+        match &*self.slot() {
+            Slot::Open(conn) => conn.in_transaction(),
+            Slot::Gone(_) => false,
+        }
+    }
+
+    /// Whether the session is closed, given back to its pool, or was lost.
+    #[getter]
+    fn closed(&self) -> bool {
+        match &*self.slot() {
+            Slot::Open(conn) => conn.is_closed(),
+            Slot::Gone(_) => true,
+        }
+    }
+
+    /// The server process id of the session.
+    #[getter]
+    fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// The address, without its password.
+    #[getter]
+    fn address(&self) -> &str {
+        &self.address
+    }
+}
+
+/// A bounded pool of sessions to one address.
+#[pyclass(module = "writerlock._native", name = "PgPool", frozen)]
+pub struct PyPool {
+    inner: Pool,
+}
+
+#[pymethods]
+impl PyPool {
+    #[new]
+    #[pyo3(signature = (dsn, settings, size = pg::DEFAULT_POOL_SIZE))]
+    fn new(py: Python<'_>, dsn: &str, settings: &PySettings, size: usize) -> PyResult<Self> {
+        Pool::new(dsn, settings.inner.clone(), size)
+            .map(|inner| PyPool { inner })
+            .map_err(|e| pg_error(py, e))
+    }
+
+    /// An idle session that is still open, or a new one.
+    fn take(&self, py: Python<'_>) -> PyResult<PgSession> {
+        let pool = &self.inner;
+        py.detach(|| pool.take())
+            .map(PgSession::from_connection)
+            .map_err(|e| pg_error(py, e))
+    }
+
+    /// Takes a session back (rolling back its transaction); the Python object is closed
+    /// afterwards. A session already closed is dropped.
+    fn give(&self, py: Python<'_>, session: &PgSession) {
+        if let Some(conn) = session.take("it was given back to its pool") {
+            let pool = &self.inner;
+            py.detach(|| pool.give(conn));
+        }
+    }
+
+    /// How many idle sessions the pool keeps now.
+    #[getter]
+    fn idle_count(&self) -> usize {
+        self.inner.idle_count()
+    }
+
+    /// The most idle sessions it keeps.
+    #[getter]
+    fn size(&self) -> usize {
+        self.inner.size()
+    }
+
+    /// The address, without its password.
+    #[getter]
+    fn address(&self) -> String {
+        self.inner.address().to_string()
+    }
+}
+
+/// The alert texts to raise on a ledger, given the refused writers as `(writer, pid,
+/// version, floor)` and the ledger's alerts as `(text, open)`, oldest first.
+#[pyfunction]
+fn pg_new_alerts(refused: Vec<RefusedTuple>, existing: Vec<(String, bool)>) -> Vec<String> {
+    let refused: Vec<RefusedWriter> = refused
+        .into_iter()
+        .map(|(writer, pid, version, floor)| RefusedWriter {
+            writer,
+            pid,
+            version,
+            floor,
+        })
+        .collect();
+    let existing: Vec<Alert> = existing
+        .into_iter()
+        .map(|(text, open)| Alert { text, open })
+        .collect();
+    pg::new_alerts(&refused, &existing)
+}
+
+/// The alert text for a refused writer at `writer`.
+#[pyfunction]
+fn pg_alert_text(writer: &str, version: i64, floor: i64) -> String {
+    pg::alert_text(writer, version, floor)
+}
+
+/// The refusal text for a writer `version` below `floor`.
+#[pyfunction]
+fn pg_refusal_message(version: i64, floor: i64) -> String {
+    pg::refusal_message(version, floor)
+}
+
+/// Translates `?` placeholders to `$1..$n` outside literals and comments.
+#[pyfunction]
+fn pg_translate(sql: &str) -> String {
+    pg::translate(sql).into_owned()
+}
+
+/// Adds the Postgres session, its functions and constants to the module.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PySettings>()?;
+    m.add_class::<PgSession>()?;
+    m.add_class::<PyPool>()?;
+    m.add_function(wrap_pyfunction!(pg_new_alerts, m)?)?;
+    m.add_function(wrap_pyfunction!(pg_alert_text, m)?)?;
+    m.add_function(wrap_pyfunction!(pg_refusal_message, m)?)?;
+    m.add_function(wrap_pyfunction!(pg_translate, m)?)?;
+    m.add("PG_WRITER_LOCK", pg::WRITER_LOCK)?;
+    m.add("PG_LOCK_WAIT", pg::LOCK_WAIT.as_secs_f64())?;
+    m.add("PG_LOCK_TRIES", pg::LOCK_TRIES)?;
+    m.add(
+        "PG_IDLE_IN_TRANSACTION",
+        pg::IDLE_IN_TRANSACTION.as_secs_f64(),
+    )?;
+    m.add("PG_STATEMENT_TIMEOUT", pg::STATEMENT_TIMEOUT.as_secs_f64())?;
+    m.add("PG_VERSION", pg::VERSION)?;
+    m.add("PG_REQUIRED", pg::REQUIRED)?;
+    m.add("PG_SESSION", pg::SESSION.to_vec())?;
+    m.add("PG_VERSION_SETTING", pg::VERSION_SETTING)?;
+    m.add("PG_REFUSED_SQLSTATE", pg::REFUSED_SQLSTATE)?;
+    m.add("PG_REFUSED_LOCK_CLASS", pg::REFUSED_LOCK_CLASS)?;
+    m.add("PG_REFUSED_LOCK_SUBID", pg::REFUSED_LOCK_SUBID)?;
+    m.add("PG_FLOOR_NAME", pg::FLOOR_NAME)?;
+    m.add("PG_KEPT_CLOSED_ALERTS", pg::KEPT_CLOSED_ALERTS)?;
+    m.add("PG_UNSEEN_CLIENT", pg::UNSEEN_CLIENT)?;
+    m.add("PG_DEFAULT_POOL_SIZE", pg::DEFAULT_POOL_SIZE)?;
+    Ok(())
+}

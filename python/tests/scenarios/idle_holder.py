@@ -1,0 +1,53 @@
+"""The seed's writer-lock scenario at the real defaults, through Python.
+
+One connection takes the writer lock and sits idle in its transaction while a second writer
+waits; the server ends the idle holder after 15 s (idle_in_transaction_session_timeout) and
+the second writer commits within 30 s. Prints one JSON line with what happened.
+"""
+
+import sqlite3
+import time
+
+from _common import create_database, drop_database, report
+
+from writerlock import postgres
+
+url = create_database("idle")
+try:
+    holder = postgres.connect(url)
+    postgres.setup_schema(holder)
+    holder.execute("INSERT INTO ledgers (slug, generation) VALUES ('main', 0)")
+    holding = holder.write("main")
+    holding.__enter__()
+    holding.execute("UPDATE ledgers SET generation = generation + 1 WHERE slug = 'main'")
+    holder_pid = holder.pid  # the holder now sits idle inside its transaction
+
+    writer = postgres.connect(url)
+    start = time.monotonic()
+    with writer.write("main") as w:
+        w.execute("UPDATE ledgers SET generation = generation + 1 WHERE slug = 'main'")
+        waits = w.waits
+    elapsed = time.monotonic() - start
+
+    alive = writer.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE pid = ?", (holder_pid,)
+    ).fetchone()[0]
+    generation = writer.execute("SELECT generation FROM ledgers WHERE slug = 'main'").fetchone()[0]
+    try:
+        holder.execute("SELECT 1")
+        holder_error = None
+    except sqlite3.OperationalError as err:  # the ended session fails its next statement
+        holder_error = {"type": type(err).__name__, "message": str(err), "sqlstate": err.sqlstate}
+    report(
+        {
+            "elapsed": elapsed,
+            "waits": waits,
+            "holder_alive": alive,
+            "generation": generation,
+            "holder_error": holder_error,
+            "holder_closed": holder.closed,
+        }
+    )
+    writer.close()
+finally:
+    drop_database(url)

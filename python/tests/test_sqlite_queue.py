@@ -1,0 +1,522 @@
+"""The SQLite write queue through Python's sqlite3: transactions, queued statements, the
+busy messages, real processes (multiprocessing with fork and spawn, os.fork), threads, and
+the interpreter left free while a writer waits."""
+
+from __future__ import annotations
+
+import fcntl
+import multiprocessing
+import os
+import re
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator, List, Tuple
+
+import pytest
+
+import writerlock
+from workers import queued_statements, setup_database, write_rows
+
+HERE = Path(__file__).resolve().parent
+
+TRANSACTION_BUSY = re.compile(
+    r"database is busy: the transaction could not start within (?P<limit>[0-9.]+) s "
+    r"\(waited (?P<waited>[0-9]+\.[0-9]) s, (?P<setting>[^)]*)\), another write held the "
+    r"lock all that time; nothing was written"
+)
+STATEMENT_BUSY = re.compile(
+    r"database is busy: the statement waited (?P<waited>[0-9]+\.[0-9]) s for another write "
+    r"to end \(limit (?P<limit>[0-9.]+) s, (?P<setting>[^)]*)\) and was not run; nothing "
+    r"was written"
+)
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> str:
+    path = str(tmp_path / "ledger.db")
+    setup_database(path)
+    return path
+
+
+def connect(path: str) -> sqlite3.Connection:
+    return sqlite3.connect(path, isolation_level=None, timeout=0)
+
+
+def count(path: str, sql: str = "SELECT count(*) FROM rows") -> int:
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute(sql).fetchone()[0]
+    finally:
+        conn.close()
+
+
+def lock_is_held(path: str) -> bool:
+    """Whether someone holds the exclusive flock on <path>.writer-lock (probed on a fresh
+    open file description, so this process's own locks count too)."""
+    try:
+        fd = os.open(path + writerlock.LOCK_SUFFIX, os.O_RDONLY)
+    except FileNotFoundError:  # never opened: nobody took a turn yet
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def holder_process(path: str) -> Iterator[int]:
+    """Another process holding the writer turn until the block ends; yields its pid."""
+    proc = subprocess.Popen(
+        [sys.executable, str(HERE / "workers.py"), "hold", path],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=str(HERE),
+    )
+    try:
+        assert proc.stdout is not None and proc.stdin is not None
+        line = proc.stdout.readline()
+        assert line.startswith("holding "), line
+        yield int(line.split()[1])
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        assert proc.stdout.readline().strip() == "released"
+        assert proc.wait(timeout=10) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+# ---------------------------------------------------------------------------------------------
+# Transactions and statements
+
+
+def test_transaction_commits_and_gives_the_turn_back(db: str) -> None:
+    q = writerlock.WriterQueue(db)
+    conn = connect(db)
+    assert not q.holding
+    with q.transaction(conn) as c:
+        assert c is conn
+        assert q.holding
+        assert conn.in_transaction
+        assert lock_is_held(db)
+        conn.execute("INSERT INTO rows (worker) VALUES (1)")
+    assert not q.holding
+    assert not conn.in_transaction
+    assert not lock_is_held(db)
+    assert count(db) == 1
+    assert 0.0 <= q.last_wait < 1.0
+
+
+def test_transaction_rolls_back_on_exception(db: str) -> None:
+    q = writerlock.WriterQueue(db)
+    conn = connect(db)
+    with pytest.raises(KeyError):
+        with q.transaction(conn):
+            conn.execute("INSERT INTO rows (worker) VALUES (1)")
+            raise KeyError("boom")
+    assert not q.holding and not conn.in_transaction
+    assert count(db) == 0
+
+
+def test_begin_commit_rollback(db: str) -> None:
+    q = writerlock.WriterQueue(db)
+    conn = connect(db)
+    q.begin(conn, wait=5.0)
+    conn.execute("INSERT INTO rows (worker) VALUES (1)")
+    q.commit(conn)
+    q.begin(conn)
+    conn.execute("INSERT INTO rows (worker) VALUES (2)")
+    q.rollback(conn)
+    assert count(db) == 1
+    with pytest.raises(sqlite3.ProgrammingError, match="there is no queued transaction to end"):
+        q.commit(conn)
+
+
+def test_execute_runs_one_queued_write_and_returns_the_cursor(db: str) -> None:
+    q = writerlock.WriterQueue(db)
+    conn = connect(db)
+    cur = q.execute(conn, "INSERT INTO rows (worker, i) VALUES (?, ?)", (7, 1))
+    assert isinstance(cur, sqlite3.Cursor)
+    assert cur.rowcount == 1 and cur.lastrowid is not None
+    q.execute(conn, "INSERT INTO rows (worker, i) VALUES (:w, :i)", {"w": 7, "i": 2})
+    assert not q.holding and not conn.in_transaction
+    rows = q.execute(conn, "SELECT worker, i FROM rows ORDER BY i").fetchall()
+    assert rows == [(7, 1), (7, 2)]
+
+
+def test_reads_do_not_queue(db: str) -> None:
+    with holder_process(db):
+        q = writerlock.WriterQueue(db)
+        conn = connect(db)
+        start = time.monotonic()
+        assert q.execute(conn, "SELECT count(*) FROM rows", busy_timeout=5.0).fetchone() == (0,)
+        assert time.monotonic() - start < 1.0
+
+
+def test_statement_inside_an_open_transaction_runs_at_once(db: str) -> None:
+    q = writerlock.WriterQueue(db)
+    conn = connect(db)
+    with q.transaction(conn):
+        q.execute(conn, "INSERT INTO rows (worker) VALUES (1)")
+        assert q.holding
+    assert count(db) == 1
+
+
+def test_queued_statement_failure_keeps_the_sqlite3_class(db: str) -> None:
+    q = writerlock.WriterQueue(db)
+    conn = connect(db)
+    conn.execute("CREATE TABLE u (x UNIQUE)")
+    q.execute(conn, "INSERT INTO u VALUES (1)")
+    with pytest.raises(sqlite3.IntegrityError) as info:
+        q.execute(conn, "INSERT INTO u VALUES (1)")
+    assert str(info.value) == "the statement failed: UNIQUE constraint failed: u.x"
+    assert isinstance(info.value.__cause__, sqlite3.IntegrityError)
+    assert not q.holding and not lock_is_held(db)
+
+
+def test_in_memory_database_needs_no_queue() -> None:
+    q = writerlock.WriterQueue(":memory:")
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    conn.execute("CREATE TABLE t (x)")
+    with q.transaction(conn):
+        conn.execute("INSERT INTO t VALUES (1)")
+    assert conn.execute("SELECT count(*) FROM t").fetchone() == (1,)
+
+
+# ---------------------------------------------------------------------------------------------
+# Errors
+
+
+def test_busy_transaction_has_the_exact_text_and_details(db: str) -> None:
+    with holder_process(db) as holder:
+        q = writerlock.WriterQueue(db)
+        conn = connect(db)
+        start = time.monotonic()
+        with pytest.raises(sqlite3.OperationalError) as info:
+            q.begin(conn, wait=1.0)
+        elapsed = time.monotonic() - start
+    err = info.value
+    assert isinstance(err, writerlock.Busy)
+    m = TRANSACTION_BUSY.fullmatch(str(err))
+    assert m, str(err)
+    assert m["limit"] == "1" and m["setting"] == "[DatabaseSettings] SQLiteTransactionWait"
+    assert str(err) == (
+        f"database is busy: the transaction could not start within 1 s (waited "
+        f"{err.waited:.1f} s, [DatabaseSettings] SQLiteTransactionWait), another write held "
+        f"the lock all that time; nothing was written"
+    )
+    assert 1.0 <= err.waited < 3.0 and elapsed >= 1.0
+    assert err.limit == 1.0
+    assert err.setting == "[DatabaseSettings] SQLiteTransactionWait"
+    assert err.holder_pid == holder
+    assert err.sqlite_errorcode == 5 and err.sqlite_errorname == "SQLITE_BUSY"
+    assert not q.holding and not conn.in_transaction
+
+
+def test_busy_statement_has_the_exact_text(db: str) -> None:
+    with holder_process(db) as holder:
+        q = writerlock.WriterQueue(db)
+        conn = connect(db)
+        with pytest.raises(writerlock.Busy) as info:
+            q.execute(conn, "INSERT INTO rows (worker) VALUES (1)", busy_timeout=0.5)
+    err = info.value
+    m = STATEMENT_BUSY.fullmatch(str(err))
+    assert m, str(err)
+    assert m["limit"] == "0.5" and m["setting"] == "[DatabaseSettings] SQLiteBusyTimeout"
+    assert err.limit == 0.5 and err.holder_pid == holder
+    assert count(db) == 0
+
+
+def test_busy_names_the_setting_it_is_given(db: str) -> None:
+    with holder_process(db):
+        q = writerlock.WriterQueue(db)
+        conn = connect(db)
+        with pytest.raises(writerlock.Busy) as info:
+            q.begin(conn, wait=0.2, setting=writerlock.CLI_TRANSACTION_SETTING)
+    # Transaction waits below 1 s are raised to 1 s.
+    assert str(info.value).startswith(
+        "database is busy: the transaction could not start within 1 s (waited 1."
+    )
+    assert "[DatabaseSettings] SQLiteCLITransactionWait)" in str(info.value)
+    assert info.value.setting == writerlock.CLI_TRANSACTION_SETTING
+
+
+def test_not_started_when_begin_immediate_fails(tmp_path: Path) -> None:
+    path = tmp_path / "garbage.db"
+    path.write_bytes(b"this is not an SQLite database file, only text" * 100)
+    q = writerlock.WriterQueue(str(path))
+    conn = sqlite3.connect(str(path), isolation_level=None)
+    with pytest.raises(sqlite3.OperationalError) as info:
+        q.begin(conn)
+    err = info.value
+    assert isinstance(err, writerlock.NotStarted)
+    assert str(err) == (
+        "the transaction could not start: file is not a database; nothing was written"
+    )
+    assert err.sqlite_errorcode == 26
+    assert isinstance(err.__cause__, sqlite3.DatabaseError)
+    assert not q.holding and not lock_is_held(str(path))
+
+
+@pytest.mark.parametrize("level", ["", "DEFERRED", "IMMEDIATE"])
+def test_connection_not_in_autocommit_mode_is_refused(db: str, level: str) -> None:
+    q = writerlock.WriterQueue(db)
+    conn = sqlite3.connect(db, isolation_level=level)
+    for call in (
+        lambda: q.begin(conn),
+        lambda: q.execute(conn, "INSERT INTO rows (worker) VALUES (1)"),
+        lambda: q.transaction(conn).__enter__(),
+    ):
+        with pytest.raises(writerlock.NotAutocommit) as info:
+            call()
+        assert "sqlite3.connect(path, isolation_level=None)" in str(info.value)
+        assert isinstance(info.value, sqlite3.ProgrammingError)
+        assert isinstance(info.value, ValueError)
+    assert not q.holding and not lock_is_held(db)
+    assert count(db) == 0
+    conn.isolation_level = None  # switched to autocommit: accepted
+    with q.transaction(conn):
+        conn.execute("INSERT INTO rows (worker) VALUES (1)")
+    assert count(db) == 1
+
+
+def test_connection_with_autocommit_false_is_refused(db: str) -> None:
+    # Python 3.12's `autocommit=False` keeps a transaction open at all times. Before 3.12
+    # the attribute does not exist, so a subclass provides it.
+    if sys.version_info >= (3, 12):
+        conn = sqlite3.connect(db, autocommit=False)
+    else:
+
+        class Explicit(sqlite3.Connection):
+            autocommit = False
+
+        conn = sqlite3.connect(db, isolation_level=None, factory=Explicit)
+    q = writerlock.WriterQueue(db)
+    with pytest.raises(writerlock.NotAutocommit, match="autocommit=False") as info:
+        q.begin(conn)
+    assert "sqlite3.connect(path, isolation_level=None)" in str(info.value)
+    assert not q.holding
+
+
+def test_connection_inside_a_transaction_is_refused(db: str) -> None:
+    q = writerlock.WriterQueue(db)
+    conn = connect(db)
+    conn.execute("BEGIN")
+    with pytest.raises(sqlite3.OperationalError, match="already inside a transaction"):
+        q.begin(conn)
+    assert not q.holding and not lock_is_held(db)
+    conn.execute("ROLLBACK")
+
+
+def test_same_thread_cannot_take_the_turn_twice(db: str) -> None:
+    q = writerlock.WriterQueue(db)
+    a, b = connect(db), connect(db)
+    q.begin(a)
+    with pytest.raises(sqlite3.ProgrammingError, match="already holds the writer turn"):
+        q.begin(b)
+    q.rollback(a)
+
+
+def test_busy_survives_pickling() -> None:
+    import pickle
+
+    err = writerlock.Busy("database is busy: ...", 1.5, 1.0, "[X] Y", 42)
+    back = pickle.loads(pickle.dumps(err))
+    assert type(back) is writerlock.Busy
+    assert (str(back), back.waited, back.limit, back.setting, back.holder_pid) == (
+        "database is busy: ...",
+        1.5,
+        1.0,
+        "[X] Y",
+        42,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Real processes
+
+
+def _all_committed(db: str, expected: int) -> None:
+    assert count(db) == expected
+    assert count(db, "SELECT n FROM counter") == expected
+    # The transactions' spans (after begin, before commit) never overlap.
+    conn = sqlite3.connect(db)
+    spans: List[Tuple[int, int]] = conn.execute(
+        "SELECT t0, t1 FROM rows WHERE t0 IS NOT NULL ORDER BY t0"
+    ).fetchall()
+    conn.close()
+    for (_, end), (start, _) in zip(spans, spans[1:]):
+        assert start >= end, "two transactions overlapped"
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_many_processes_write_through_the_queue(db: str, method: str) -> None:
+    processes, each = 8, 12
+    ctx = multiprocessing.get_context(method)
+    # With fork the children inherit this queue, already used here (its lock files are
+    # open); with spawn it travels pickled and each child opens its own.
+    queue = writerlock.WriterQueue(db)
+    write_rows(queue, db, -1, 1)
+    with ctx.Pool(processes) as pool:
+        results = [
+            pool.apply_async(write_rows, (queue, db, w, each)) for w in range(processes)
+        ]
+        done = [r.get(timeout=120) for r in results]
+    assert done == [each] * processes
+    _all_committed(db, processes * each + 1)
+    pids = count(db, "SELECT count(DISTINCT pid) FROM rows")
+    assert pids >= 2
+
+
+def test_os_fork_children_write_through_the_inherited_queue(db: str) -> None:
+    queue = writerlock.WriterQueue(db)
+    write_rows(queue, db, -1, 1)
+    children, each = 6, 10
+    pids = []
+    for w in range(children):
+        pid = os.fork()
+        if pid == 0:  # child
+            code = 1
+            try:
+                code = 0 if write_rows(queue, db, w, each) == each else 1
+            finally:
+                os._exit(code)
+        pids.append(pid)
+    for pid in pids:
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+    _all_committed(db, children * each + 1)
+
+
+def test_forked_child_never_takes_over_the_parents_turn(db: str) -> None:
+    queue = writerlock.WriterQueue(db)
+    conn = connect(db)
+    queue.begin(conn)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: the turn is the parent's, not ours
+        os.close(r)
+        result = b"?"
+        try:
+            child_conn = connect(db)
+            if queue.holding:
+                result = b"H"  # wrongly believes it holds the parent's turn
+            else:
+                try:
+                    queue.begin(child_conn, wait=1.0)
+                    result = b"G"  # wrongly granted while the parent holds it
+                except writerlock.Busy as err:
+                    result = b"B" if err.holder_pid == os.getppid() else b"P"
+        finally:
+            os.write(w, result)
+            os._exit(0)
+    os.close(w)
+    _, status = os.waitpid(pid, 0)
+    result = os.read(r, 1)
+    os.close(r)
+    assert result == b"B", result
+    # The child's exit released nothing of ours.
+    assert queue.holding and lock_is_held(db)
+    conn.execute("INSERT INTO rows (worker) VALUES (1)")
+    queue.commit(conn)
+    assert count(db) == 1
+
+
+def test_queued_statements_from_many_processes_all_land(db: str) -> None:
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(6) as pool:
+        done = pool.starmap(queued_statements, [(db, w, 25) for w in range(6)])
+    assert done == [25] * 6
+    assert count(db) == 150
+
+
+# ---------------------------------------------------------------------------------------------
+# Threads
+
+
+def _threads_exclude_each_other(db: str, shared: bool) -> None:
+    threads, each = 6, 8
+    shared_queue = writerlock.WriterQueue(db)
+    active = 0
+    max_active = 0
+    lock_seen = []
+    errors: List[BaseException] = []
+    guard = threading.Lock()
+
+    def run() -> None:
+        nonlocal active, max_active
+        queue = shared_queue if shared else writerlock.WriterQueue(db)
+        conn = sqlite3.connect(db, isolation_level=None, timeout=0, check_same_thread=False)
+        try:
+            for _ in range(each):
+                with queue.transaction(conn, wait=60):
+                    with guard:
+                        active += 1
+                        max_active = max(max_active, active)
+                    lock_seen.append(lock_is_held(db))
+                    n = conn.execute("SELECT n FROM counter").fetchone()[0]
+                    time.sleep(0.002)
+                    conn.execute("UPDATE counter SET n = ?", (n + 1,))
+                    with guard:
+                        active -= 1
+        except BaseException as err:  # reported below
+            errors.append(err)
+        finally:
+            conn.close()
+
+    ts = [threading.Thread(target=run) for _ in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(timeout=120)
+    assert not errors, errors
+    assert max_active == 1
+    assert all(lock_seen) and len(lock_seen) == threads * each
+    assert count(db, "SELECT n FROM counter") == threads * each
+
+
+def test_threads_with_their_own_handles_exclude_each_other(db: str) -> None:
+    _threads_exclude_each_other(db, shared=False)
+
+
+def test_threads_sharing_one_handle_take_turns(db: str) -> None:
+    _threads_exclude_each_other(db, shared=True)
+
+
+def test_the_interpreter_is_free_while_a_writer_waits(db: str) -> None:
+    ticks = 0
+    stop = threading.Event()
+
+    def tick() -> None:
+        nonlocal ticks
+        while not stop.is_set():
+            ticks += 1
+            time.sleep(0.001)
+
+    with holder_process(db):
+        q = writerlock.WriterQueue(db)
+        conn = connect(db)
+        t = threading.Thread(target=tick)
+        t.start()
+        try:
+            start_ticks = ticks
+            with pytest.raises(writerlock.Busy):
+                q.begin(conn, wait=1.5)  # waits 1.5 s in the flock loop
+            during = ticks - start_ticks
+        finally:
+            stop.set()
+            t.join()
+    # About one tick per millisecond: with the interpreter held there would be none.
+    assert during >= 300, during

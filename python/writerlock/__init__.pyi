@@ -1,0 +1,103 @@
+import sqlite3
+from contextlib import AbstractContextManager
+from os import PathLike
+from pathlib import Path
+from typing import Any, Literal, Mapping, Optional, Sequence, Union
+
+from . import postgres as postgres
+
+__all__ = [
+    "WriterQueue",
+    "Busy",
+    "NotStarted",
+    "NotAutocommit",
+    "TRANSACTION_WAIT",
+    "CLI_TRANSACTION_WAIT",
+    "BUSY_TIMEOUT",
+    "CLI_BUSY_TIMEOUT",
+    "TRANSACTION_SETTING",
+    "CLI_TRANSACTION_SETTING",
+    "BUSY_SETTING",
+    "CLI_BUSY_SETTING",
+    "LOCK_SUFFIX",
+    "QUEUE_SUFFIX",
+]
+
+TRANSACTION_WAIT: float
+CLI_TRANSACTION_WAIT: float
+BUSY_TIMEOUT: float
+CLI_BUSY_TIMEOUT: float
+TRANSACTION_SETTING: str
+CLI_TRANSACTION_SETTING: str
+BUSY_SETTING: str
+CLI_BUSY_SETTING: str
+LOCK_SUFFIX: str
+QUEUE_SUFFIX: str
+
+_Params = Union[Sequence[Any], Mapping[str, Any]]
+
+class Busy(sqlite3.OperationalError):
+    """A wait for the writer turn ran out; nothing was written."""
+
+    waited: float
+    limit: float
+    setting: str
+    holder_pid: Optional[int]
+    sqlite_errorcode: int
+    sqlite_errorname: str
+    def __init__(
+        self,
+        message: str,
+        waited: float = ...,
+        limit: float = ...,
+        setting: str = ...,
+        holder_pid: Optional[int] = ...,
+    ) -> None: ...
+
+class NotStarted(sqlite3.OperationalError):
+    """BEGIN IMMEDIATE failed for a reason other than a busy database."""
+
+    sqlite_errorcode: int
+    sqlite_errorname: str
+    def __init__(self, message: str, sqlite_errorcode: int = ..., sqlite_errorname: str = ...) -> None: ...
+
+class NotAutocommit(sqlite3.ProgrammingError, ValueError):
+    """The connection is not in autocommit mode; open it with isolation_level=None."""
+
+class WriterQueue:
+    """A process's handle on one SQLite database's write queue (fork-safe, picklable)."""
+
+    def __init__(
+        self, path: Union[str, PathLike[str]], *, strategy: Literal["handoff", "poll"] = "handoff"
+    ) -> None: ...
+    def begin(
+        self, conn: sqlite3.Connection, wait: float = 25.0, setting: Optional[str] = None
+    ) -> None:
+        """Waits up to ``wait`` seconds for the turn, then BEGIN IMMEDIATE. Raises Busy,
+        NotStarted, NotAutocommit."""
+    def commit(self, conn: sqlite3.Connection) -> None:
+        """Commits and gives the turn back."""
+    def rollback(self, conn: sqlite3.Connection) -> None:
+        """Rolls back and gives the turn back."""
+    def transaction(
+        self, conn: sqlite3.Connection, wait: float = 25.0, setting: Optional[str] = None
+    ) -> AbstractContextManager[sqlite3.Connection]:
+        """begin(); commit when the block ends, roll back when it raises."""
+    def execute(
+        self,
+        conn: sqlite3.Connection,
+        sql: str,
+        params: Optional[_Params] = ...,
+        busy_timeout: float = 5.0,
+        setting: Optional[str] = None,
+    ) -> sqlite3.Cursor:
+        """One write statement in turn (reads and statements inside a transaction run at
+        once); returns its cursor."""
+    @property
+    def holding(self) -> bool: ...
+    @property
+    def last_wait(self) -> float: ...
+    @property
+    def database(self) -> Path: ...
+    @property
+    def strategy(self) -> Literal["handoff", "poll"]: ...

@@ -1,0 +1,598 @@
+"""The Postgres writer session of the shared ledger database, sqlite3-like.
+
+Every connection carries the writer-session settings as startup options
+(``lock_timeout=10s``, ``idle_in_transaction_session_timeout=15s``,
+``statement_timeout=60s``, ``agentihooks.ledger_writer_version=1``, TCP keepalives) and
+checks that they took effect. Writers take turns through one writer lock, taken as each
+write's first statement with three waits of 10 seconds, and the database refuses writes from
+code older than the stored writer floor::
+
+    import sqlite3
+    from writerlock import postgres
+
+    conn = postgres.connect("postgresql://ledger@db:5432/ledger")
+    try:
+        with conn.write("main", existing_alerts=current_alerts) as w:
+            w.execute("UPDATE ledgers SET generation = generation + 1 WHERE slug = ?", ("main",))
+            for text in w.alerts:          # refused writers to name in a writer alert
+                raise_alert("main", text)
+    except postgres.Refused:           # a sqlite3.DatabaseError, code "LW001"
+        ...
+    except sqlite3.OperationalError:   # the writer lock was not granted in 3 waits of 10 seconds
+        ...
+
+Outside ``write()`` (or ``begin()``) each statement commits on its own. Statements take ``?``
+placeholders (translated to ``$1..$n`` outside string literals and comments) or ``$1``.
+Every error is a ``sqlite3.DatabaseError`` subclass (:class:`DatabaseError`) carrying its
+SQLSTATE in ``sqlstate`` and ``code``. The interpreter is released during every call that
+talks to the server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    Iterable,
+    Iterator,
+    List,
+    Optional,
+    Sequence,
+    Tuple,
+    Union,
+)
+
+from . import _native
+from ._errors import (
+    ConnectError,
+    ConnectionClosed,
+    DatabaseError,
+    DataError,
+    IntegrityError,
+    InterfaceError,
+    InternalError,
+    NotSupportedError,
+    OperationalError,
+    ProgrammingError,
+    Refused,
+    SessionEnded,
+    SettingNotInEffect,
+    WriterLockNotGranted,
+)
+
+__all__ = [
+    "connect",
+    "Connection",
+    "Cursor",
+    "Write",
+    "Pool",
+    "Alert",
+    "RefusedWriter",
+    "setup_schema",
+    "refused_writers",
+    "new_alerts",
+    "stored_floor",
+    "alert_text",
+    "refusal_message",
+    "WRITER_LOCK",
+    "LOCK_WAIT",
+    "LOCK_TRIES",
+    "IDLE_IN_TRANSACTION",
+    "STATEMENT_TIMEOUT",
+    "SESSION",
+    "VERSION",
+    "REQUIRED",
+    "VERSION_SETTING",
+    "REFUSED_SQLSTATE",
+    "REFUSED_LOCK_CLASS",
+    "KEPT_CLOSED_ALERTS",
+    "UNSEEN_CLIENT",
+    "DEFAULT_POOL_SIZE",
+    "DatabaseError",
+    "OperationalError",
+    "IntegrityError",
+    "DataError",
+    "ProgrammingError",
+    "NotSupportedError",
+    "InternalError",
+    "InterfaceError",
+    "WriterLockNotGranted",
+    "Refused",
+    "SessionEnded",
+    "ConnectionClosed",
+    "ConnectError",
+    "SettingNotInEffect",
+]
+
+#: The writer lock key: ``SELECT pg_advisory_xact_lock(1279607879)``.
+WRITER_LOCK: int = _native.PG_WRITER_LOCK
+#: One wait for the writer lock before the server cancels it (``lock_timeout``), seconds: 10.
+LOCK_WAIT: float = _native.PG_LOCK_WAIT
+#: Waits for the writer lock before a write gives up: 3.
+LOCK_TRIES: int = _native.PG_LOCK_TRIES
+#: Idle limit inside a transaction (``idle_in_transaction_session_timeout``), seconds: 15.
+IDLE_IN_TRANSACTION: float = _native.PG_IDLE_IN_TRANSACTION
+#: Statement limit (``statement_timeout``), seconds: 60.
+STATEMENT_TIMEOUT: float = _native.PG_STATEMENT_TIMEOUT
+#: The writer version this code writes as: 1.
+VERSION: int = _native.PG_VERSION
+#: The writer floor this code stores at schema setup: 1.
+REQUIRED: int = _native.PG_REQUIRED
+#: The startup settings every connection sends, name to value.
+SESSION: Dict[str, str] = dict(_native.PG_SESSION)
+#: The session setting that carries the writer version.
+VERSION_SETTING: str = _native.PG_VERSION_SETTING
+#: The SQLSTATE of a floor refusal: ``LW001``.
+REFUSED_SQLSTATE: str = _native.PG_REFUSED_SQLSTATE
+#: The refusal lock's class id (1280788050).
+REFUSED_LOCK_CLASS: int = _native.PG_REFUSED_LOCK_CLASS
+#: How many closed alerts a ledger's list keeps (200).
+KEPT_CLOSED_ALERTS: int = _native.PG_KEPT_CLOSED_ALERTS
+#: How a refused session without a client address is named.
+UNSEEN_CLIENT: str = _native.PG_UNSEEN_CLIENT
+#: The default number of idle connections a pool keeps.
+DEFAULT_POOL_SIZE: int = _native.PG_DEFAULT_POOL_SIZE
+
+Params = Union[Sequence[Any], None]
+
+
+def _settings(version: int, required: int, options: Dict[str, Any]) -> Any:
+    return _native.PgSettings(version=version, required=required, **options)
+
+
+def _check_dsn(dsn: Any) -> str:
+    if not isinstance(dsn, str):
+        raise TypeError(
+            "dsn must be a str such as postgresql://user@host:5432/dbname or libpq "
+            f"key=value pairs, not {type(dsn).__name__}"
+        )
+    return dsn
+
+
+@dataclass(frozen=True)
+class RefusedWriter:
+    """A refused writer still connected: its client address (or ``an unseen client``), its
+    server process id, the version it sent and the floor it hit."""
+
+    writer: str
+    pid: int
+    version: int
+    floor: int
+
+    @property
+    def refusal(self) -> str:
+        """The refusal it got: ``ledger writer version 0 is below version 1, ...``."""
+        return _native.pg_refusal_message(self.version, self.floor)
+
+    @property
+    def alert_text(self) -> str:
+        """Its alert: ``The ledger writer at 10.0.0.5 was refused: <refusal>``."""
+        return _native.pg_alert_text(self.writer, self.version, self.floor)
+
+
+@dataclass(frozen=True)
+class Alert:
+    """An alert already in a ledger's alert list."""
+
+    text: str
+    open: bool = True
+
+
+AlertLike = Union[Alert, str, Tuple[str, bool], Dict[str, Any]]
+
+
+def _alert_pair(alert: Any) -> Tuple[str, bool]:
+    if isinstance(alert, str):
+        return (alert, True)
+    if isinstance(alert, dict):
+        return (str(alert["text"]), bool(alert.get("open", True)))
+    if isinstance(alert, tuple) and len(alert) == 2:
+        return (str(alert[0]), bool(alert[1]))
+    if hasattr(alert, "text"):
+        return (str(alert.text), bool(getattr(alert, "open", True)))
+    raise TypeError(
+        "an existing alert must be an Alert, a str (an open alert's text), a (text, open) "
+        f"tuple or a dict with 'text' and 'open', not {type(alert).__name__}"
+    )
+
+
+def _refused_tuple(writer: Any) -> Tuple[str, int, int, int]:
+    if isinstance(writer, tuple) and len(writer) == 4:
+        return (str(writer[0]), int(writer[1]), int(writer[2]), int(writer[3]))
+    try:
+        return (str(writer.writer), int(writer.pid), int(writer.version), int(writer.floor))
+    except AttributeError:
+        raise TypeError(
+            "a refused writer must be a RefusedWriter or a (writer, pid, version, floor) "
+            f"tuple, not {type(writer).__name__}"
+        ) from None
+
+
+def new_alerts(refused: Iterable[Any], existing: Iterable[AlertLike] = ()) -> List[str]:
+    """The alert texts to raise on a ledger: one per refused writer, none whose text is an
+    open alert already, none whose text is a closed alert still in the list (the newest
+    200 closed alerts count). ``existing`` lists the ledger's alerts oldest first, as
+    :class:`Alert` objects, ``(text, open)`` tuples, dicts or plain strings (open)."""
+    return _native.pg_new_alerts(
+        [_refused_tuple(r) for r in refused], [_alert_pair(a) for a in existing]
+    )
+
+
+def alert_text(writer: str, version: int, floor: int) -> str:
+    """The alert text for a refused writer at ``writer``."""
+    return _native.pg_alert_text(writer, version, floor)
+
+
+def refusal_message(version: int, floor: int) -> str:
+    """The refusal text for a writer ``version`` below ``floor``."""
+    return _native.pg_refusal_message(version, floor)
+
+
+class Cursor:
+    """The result of one statement, sqlite3-like: ``fetchone``, ``fetchmany``,
+    ``fetchall``, iteration, ``rowcount``, ``description``. Rows are tuples (or what the
+    connection's ``row_factory`` makes of them)."""
+
+    arraysize: int = 1
+    lastrowid: Optional[int] = None
+
+    def __init__(self, connection: "Connection") -> None:
+        self.connection = connection
+        self.description: Optional[Tuple[Tuple[Any, ...], ...]] = None
+        self.rowcount: int = -1
+        self.row_factory: Optional[Callable[[Any, Tuple[Any, ...]], Any]] = connection.row_factory
+        self._rows: List[Tuple[Any, ...]] = []
+        self._pos = 0
+
+    def execute(self, sql: str, params: Params = ()) -> "Cursor":
+        """Runs one statement with ``?`` or ``$n`` placeholders."""
+        if not isinstance(sql, str):
+            raise TypeError(f"sql must be a str, not {type(sql).__name__}")
+        description, rows, rowcount = self.connection._session.execute(sql, params)
+        self.description = description
+        self._rows = rows
+        self._pos = 0
+        self.rowcount = rowcount
+        return self
+
+    def executemany(self, sql: str, seq_of_params: Iterable[Params]) -> "Cursor":
+        """Runs one statement once per parameter sequence; ``rowcount`` is the sum."""
+        total = 0
+        for params in seq_of_params:
+            self.execute(sql, params)
+            total += max(self.rowcount, 0)
+        self.rowcount = total
+        return self
+
+    def _make(self, row: Tuple[Any, ...]) -> Any:
+        return row if self.row_factory is None else self.row_factory(self, row)
+
+    def fetchone(self) -> Any:
+        """The next row, or ``None``."""
+        if self._pos >= len(self._rows):
+            return None
+        row = self._rows[self._pos]
+        self._pos += 1
+        return self._make(row)
+
+    def fetchmany(self, size: Optional[int] = None) -> List[Any]:
+        """Up to ``size`` (default ``arraysize``) more rows."""
+        n = self.arraysize if size is None else size
+        rows = self._rows[self._pos : self._pos + n]
+        self._pos += len(rows)
+        return [self._make(r) for r in rows]
+
+    def fetchall(self) -> List[Any]:
+        """The remaining rows."""
+        rows = self._rows[self._pos :]
+        self._pos = len(self._rows)
+        return [self._make(r) for r in rows]
+
+    def __iter__(self) -> Iterator[Any]:
+        return self
+
+    def __next__(self) -> Any:
+        if self._pos >= len(self._rows):
+            raise StopIteration
+        return self.fetchone()
+
+    def close(self) -> None:
+        """Drops the remaining rows."""
+        self._rows = []
+        self._pos = 0
+
+    def setinputsizes(self, sizes: Any) -> None:  # DB-API; nothing to do
+        pass
+
+    def setoutputsize(self, size: Any, column: Any = None) -> None:  # DB-API; nothing to do
+        pass
+
+
+class Write:
+    """A write transaction: ``with conn.write(ledger) as w:``.
+
+    On entry it sets up the schema once per address per process, takes the writer lock as
+    the transaction's first statement (up to ``LOCK_TRIES`` waits of ``LOCK_WAIT`` seconds,
+    else :class:`WriterLockNotGranted`), reads the stored floor under the lock (below it:
+    :class:`Refused`, nothing written) and lists the refused writers still connected. Then the
+    block runs its statements (``w.execute`` or ``conn.execute``); the write commits when
+    the block ends and rolls back when it raises.
+
+    ``w.alerts`` holds the writer alert texts to raise on ``ledger``: one per refused writer,
+    minus those ``existing_alerts`` already has (see :func:`new_alerts`). ``existing_alerts``
+    is the ledger's current alert list (oldest first) or a callable
+    ``existing_alerts(conn, ledger)`` returning it, called under the writer lock so it reads
+    the list the write will change.
+    """
+
+    def __init__(
+        self,
+        connection: "Connection",
+        ledger: Optional[str] = None,
+        existing_alerts: Union[
+            Iterable[AlertLike], Callable[["Connection", Optional[str]], Iterable[AlertLike]], None
+        ] = None,
+    ) -> None:
+        self.connection = connection
+        self.ledger = ledger
+        self.waits: int = 0
+        self.floor: Optional[int] = None
+        self.refused: List[RefusedWriter] = []
+        self.alerts: List[str] = []
+        self._existing = existing_alerts
+        self._open = False
+
+    def __enter__(self) -> "Write":
+        if self._open:
+            raise ProgrammingError("this write is already open; use a new conn.write()")
+        waits, floor, refused = self.connection._session.begin_write()
+        self._open = True
+        try:
+            self.waits = waits
+            self.floor = floor
+            self.refused = [RefusedWriter(*r) for r in refused]
+            existing = self._existing
+            if callable(existing):
+                existing = existing(self.connection, self.ledger)
+            self.alerts = new_alerts(self.refused, existing or ())
+        except BaseException:
+            self._open = False
+            with contextlib.suppress(Exception):
+                self.connection._session.rollback()
+            raise
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        if not self._open:
+            return False
+        self._open = False
+        if exc_type is None:
+            self.connection._session.commit()
+        else:
+            try:
+                self.connection._session.rollback()
+            except Exception as rollback_error:
+                add_note = getattr(exc, "add_note", None)
+                if add_note is not None:
+                    add_note(f"writerlock: the rollback failed too: {rollback_error}")
+        return False
+
+    def execute(self, sql: str, params: Params = ()) -> Cursor:
+        """Runs one statement inside the write."""
+        return self.connection.execute(sql, params)
+
+    def executemany(self, sql: str, seq_of_params: Iterable[Params]) -> Cursor:
+        """Runs one statement per parameter sequence inside the write."""
+        return self.connection.executemany(sql, seq_of_params)
+
+
+class Connection:
+    """A session with the ledger database that carries the writer-session settings.
+
+    ``Connection(dsn, *, version=VERSION, required=REQUIRED, **options)`` (or
+    :func:`connect`) opens it and checks that every startup setting took effect. ``options``
+    (seconds for durations): ``lock_wait``, ``lock_tries``, ``idle_in_transaction``,
+    ``statement_timeout``, ``connect_timeout``, ``keepalives``, ``keepalives_idle``,
+    ``keepalives_interval``, ``keepalives_count``, ``tcp_user_timeout``.
+
+    Outside a transaction each statement commits on its own; :meth:`begin` or ``BEGIN``
+    opens one, :meth:`write` opens a write transaction. As a context manager it behaves like
+    ``sqlite3``: commit when the block ends, roll back when it raises, and stay open.
+    """
+
+    row_factory: Optional[Callable[[Any, Tuple[Any, ...]], Any]] = None
+
+    def __init__(
+        self, dsn: str, *, version: int = VERSION, required: int = REQUIRED, **options: Any
+    ) -> None:
+        settings = _settings(version, required, options)
+        self._session = _native.PgSession.connect(_check_dsn(dsn), settings)
+
+    @classmethod
+    def _from_session(cls, session: Any) -> "Connection":
+        conn = cls.__new__(cls)
+        conn._session = session
+        return conn
+
+    # statements
+
+    def cursor(self) -> Cursor:
+        """A cursor to run statements on."""
+        return Cursor(self)
+
+    def execute(self, sql: str, params: Params = ()) -> Cursor:
+        """Runs one statement with ``?`` or ``$n`` placeholders; returns its cursor."""
+        return Cursor(self).execute(sql, params)
+
+    def executemany(self, sql: str, seq_of_params: Iterable[Params]) -> Cursor:
+        """Runs one statement once per parameter sequence."""
+        return Cursor(self).executemany(sql, seq_of_params)
+
+    def executescript(self, sql: str) -> Cursor:
+        """Runs a script of statements without parameters (DDL, for example)."""
+        if not isinstance(sql, str):
+            raise TypeError(f"sql must be a str, not {type(sql).__name__}")
+        self._session.execute_batch(sql)
+        return Cursor(self)
+
+    # transactions
+
+    def begin(self) -> None:
+        """Opens a transaction (``cannot start a transaction within a transaction`` inside
+        one)."""
+        self._session.begin()
+
+    def commit(self) -> None:
+        """Commits the open transaction; nothing when none is open. If a statement in it
+        failed, the transaction rolls back and this raises :class:`OperationalError`."""
+        self._session.commit()
+
+    def rollback(self) -> None:
+        """Rolls back the open transaction; nothing when none is open."""
+        self._session.rollback()
+
+    def write(
+        self,
+        ledger: Optional[str] = None,
+        *,
+        existing_alerts: Union[
+            Iterable[AlertLike], Callable[["Connection", Optional[str]], Iterable[AlertLike]], None
+        ] = None,
+    ) -> Write:
+        """A write transaction for ``ledger``; see :class:`Write`."""
+        return Write(self, ledger, existing_alerts)
+
+    def lock_writer(self) -> int:
+        """Takes the writer lock as the first statement of a transaction (opening one if
+        needed); returns the waits it took."""
+        return self._session.lock_writer()
+
+    # session
+
+    def show(self, name: str) -> Optional[str]:
+        """What ``SHOW name`` prints on this session."""
+        return self._session.show(name)
+
+    def check_settings(self) -> List[Tuple[str, str, Optional[str], str]]:
+        """Each startup setting as ``(name, sent, shown, status)``."""
+        return self._session.check_settings()
+
+    def close(self) -> None:
+        """Closes the session; an open transaction rolls back on the server."""
+        self._session.close()
+
+    @property
+    def in_transaction(self) -> bool:
+        """Whether a transaction is open."""
+        return self._session.in_transaction
+
+    @property
+    def closed(self) -> bool:
+        """Whether the session is closed, given back to its pool, or was lost."""
+        return self._session.closed
+
+    @property
+    def pid(self) -> int:
+        """The server process id of the session."""
+        return self._session.pid
+
+    @property
+    def address(self) -> str:
+        """The address, without its password."""
+        return self._session.address
+
+    def __enter__(self) -> "Connection":
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        if exc_type is None:
+            self.commit()
+        elif not self.closed:
+            with contextlib.suppress(Exception):
+                self.rollback()
+        return False
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else f"pid {self.pid}"
+        return f"<writerlock.postgres.Connection {self.address} {state}>"
+
+
+def connect(dsn: str, *, version: int = VERSION, required: int = REQUIRED, **options: Any) -> Connection:
+    """Opens a :class:`Connection` at ``dsn`` with the writer-session settings."""
+    return Connection(dsn, version=version, required=required, **options)
+
+
+class Pool:
+    """A bounded pool of connections to one address: ``take()`` reuses an idle connection
+    or opens one, ``give(conn)`` rolls back its transaction and keeps it (a connection the
+    server ended, or whose rollback fails, is closed instead). After ``give`` the
+    ``Connection`` object is closed; take another."""
+
+    def __init__(
+        self,
+        dsn: str,
+        size: int = DEFAULT_POOL_SIZE,
+        *,
+        version: int = VERSION,
+        required: int = REQUIRED,
+        **options: Any,
+    ) -> None:
+        settings = _settings(version, required, options)
+        self._pool = _native.PgPool(_check_dsn(dsn), settings, size)
+
+    def take(self) -> Connection:
+        """An idle connection that is still open, or a new one."""
+        return Connection._from_session(self._pool.take())
+
+    def give(self, conn: Connection) -> None:
+        """Takes ``conn`` back."""
+        if not isinstance(conn, Connection):
+            raise TypeError(f"give() takes a writerlock.postgres.Connection, not {type(conn).__name__}")
+        self._pool.give(conn._session)
+
+    @contextlib.contextmanager
+    def connection(self) -> Iterator[Connection]:
+        """``with pool.connection() as conn:`` takes a connection and gives it back."""
+        conn = self.take()
+        try:
+            yield conn
+        finally:
+            self.give(conn)
+
+    @property
+    def idle_count(self) -> int:
+        """How many idle connections the pool keeps now."""
+        return self._pool.idle_count
+
+    @property
+    def size(self) -> int:
+        """The most idle connections it keeps."""
+        return self._pool.size
+
+
+def setup_schema(conn: Connection, extra_sql: Optional[str] = None) -> None:
+    """Sets up the writer floor (table, trigger, stored floor) under the writer lock, running
+    the host's ``extra_sql`` script first; raises the stored floor to the connection's
+    ``required``, never lowers it."""
+    _connection(conn)._session.setup_schema(extra_sql)
+
+
+def refused_writers(conn: Connection) -> List[RefusedWriter]:
+    """The refused writers still connected to the connection's database."""
+    return [RefusedWriter(*r) for r in _connection(conn)._session.refused_writers()]
+
+
+def stored_floor(conn: Connection) -> Optional[int]:
+    """The stored writer floor, or ``None`` when the database stores none."""
+    return _connection(conn)._session.stored_floor()
+
+
+def _connection(conn: Any) -> Connection:
+    if not isinstance(conn, Connection):
+        raise TypeError(
+            f"conn must be a writerlock.postgres.Connection, not {type(conn).__name__}"
+        )
+    return conn

@@ -1,0 +1,242 @@
+import sqlite3
+from contextlib import AbstractContextManager
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    Iterable,
+    Iterator,
+    List,
+    Optional,
+    Sequence,
+    Tuple,
+    TypedDict,
+    Union,
+)
+
+WRITER_LOCK: int
+LOCK_WAIT: float
+LOCK_TRIES: int
+IDLE_IN_TRANSACTION: float
+STATEMENT_TIMEOUT: float
+VERSION: int
+REQUIRED: int
+SESSION: Dict[str, str]
+VERSION_SETTING: str
+REFUSED_SQLSTATE: str
+REFUSED_LOCK_CLASS: int
+KEPT_CLOSED_ALERTS: int
+UNSEEN_CLIENT: str
+DEFAULT_POOL_SIZE: int
+
+_Params = Optional[Sequence[Any]]
+_Row = Tuple[Any, ...]
+_Description = Tuple[Tuple[str, str, None, None, None, None, None], ...]
+
+class DatabaseError(sqlite3.DatabaseError):
+    """An error of the Postgres writer session, carrying its SQLSTATE."""
+
+    sqlstate: Optional[str]
+    detail: Optional[str]
+    hint: Optional[str]
+    def __init__(
+        self,
+        message: str,
+        sqlstate: Optional[str] = ...,
+        detail: Optional[str] = ...,
+        hint: Optional[str] = ...,
+    ) -> None: ...
+    @property
+    def code(self) -> Optional[str]: ...
+    @property
+    def pgcode(self) -> Optional[str]: ...
+
+class OperationalError(DatabaseError, sqlite3.OperationalError): ...
+class IntegrityError(DatabaseError, sqlite3.IntegrityError): ...
+class DataError(DatabaseError, sqlite3.DataError): ...
+class ProgrammingError(DatabaseError, sqlite3.ProgrammingError): ...
+class NotSupportedError(DatabaseError, sqlite3.NotSupportedError): ...
+class InternalError(DatabaseError, sqlite3.InternalError): ...
+
+class WriterLockNotGranted(OperationalError):
+    """``the ledger writer lock was not granted in 3 waits of 10 seconds`` (55P03)."""
+
+    tries: int
+    wait: float
+
+class Refused(DatabaseError):
+    """The writer is below the stored floor (LW001)."""
+
+    version: int
+    floor: int
+
+class SessionEnded(OperationalError): ...
+class ConnectionClosed(OperationalError): ...
+
+class ConnectError(OperationalError):
+    address: str
+
+class SettingNotInEffect(OperationalError):
+    setting: str
+    expected: str
+    actual: str
+
+class InterfaceError(sqlite3.InterfaceError): ...
+
+class RefusedWriter:
+    writer: str
+    pid: int
+    version: int
+    floor: int
+    def __init__(self, writer: str, pid: int, version: int, floor: int) -> None: ...
+    @property
+    def refusal(self) -> str: ...
+    @property
+    def alert_text(self) -> str: ...
+
+class Alert:
+    text: str
+    open: bool
+    def __init__(self, text: str, open: bool = True) -> None: ...
+
+class _AlertDict(TypedDict, total=False):
+    text: str
+    open: bool
+
+_AlertLike = Union[Alert, str, Tuple[str, bool], _AlertDict]
+_ExistingAlerts = Union[
+    Iterable[_AlertLike], Callable[["Connection", Optional[str]], Iterable[_AlertLike]], None
+]
+
+class Cursor:
+    connection: Connection
+    description: Optional[_Description]
+    rowcount: int
+    arraysize: int
+    lastrowid: Optional[int]
+    row_factory: Optional[Callable[[Cursor, _Row], Any]]
+    def __init__(self, connection: Connection) -> None: ...
+    def execute(self, sql: str, params: _Params = ...) -> Cursor: ...
+    def executemany(self, sql: str, seq_of_params: Iterable[_Params]) -> Cursor: ...
+    def fetchone(self) -> Any: ...
+    def fetchmany(self, size: Optional[int] = ...) -> List[Any]: ...
+    def fetchall(self) -> List[Any]: ...
+    def __iter__(self) -> Iterator[Any]: ...
+    def __next__(self) -> Any: ...
+    def close(self) -> None: ...
+    def setinputsizes(self, sizes: Any) -> None: ...
+    def setoutputsize(self, size: Any, column: Any = ...) -> None: ...
+
+class Write:
+    """``with conn.write(ledger, existing_alerts=...) as w:`` — writer lock, floor check,
+    the caller's statements; commit on success, rollback on exception."""
+
+    connection: Connection
+    ledger: Optional[str]
+    waits: int
+    floor: Optional[int]
+    refused: List[RefusedWriter]
+    alerts: List[str]
+    def __init__(
+        self, connection: Connection, ledger: Optional[str] = ..., existing_alerts: _ExistingAlerts = ...
+    ) -> None: ...
+    def __enter__(self) -> Write: ...
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool: ...
+    def execute(self, sql: str, params: _Params = ...) -> Cursor: ...
+    def executemany(self, sql: str, seq_of_params: Iterable[_Params]) -> Cursor: ...
+
+class Connection:
+    row_factory: Optional[Callable[[Cursor, _Row], Any]]
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        version: int = ...,
+        required: int = ...,
+        lock_wait: float = ...,
+        lock_tries: int = ...,
+        idle_in_transaction: float = ...,
+        statement_timeout: float = ...,
+        connect_timeout: float = ...,
+        keepalives: bool = ...,
+        keepalives_idle: float = ...,
+        keepalives_interval: float = ...,
+        keepalives_count: int = ...,
+        tcp_user_timeout: float = ...,
+    ) -> None: ...
+    def cursor(self) -> Cursor: ...
+    def execute(self, sql: str, params: _Params = ...) -> Cursor: ...
+    def executemany(self, sql: str, seq_of_params: Iterable[_Params]) -> Cursor: ...
+    def executescript(self, sql: str) -> Cursor: ...
+    def begin(self) -> None: ...
+    def commit(self) -> None: ...
+    def rollback(self) -> None: ...
+    def write(self, ledger: Optional[str] = None, *, existing_alerts: _ExistingAlerts = None) -> Write: ...
+    def lock_writer(self) -> int: ...
+    def show(self, name: str) -> Optional[str]: ...
+    def check_settings(self) -> List[Tuple[str, str, Optional[str], str]]: ...
+    def close(self) -> None: ...
+    @property
+    def in_transaction(self) -> bool: ...
+    @property
+    def closed(self) -> bool: ...
+    @property
+    def pid(self) -> int: ...
+    @property
+    def address(self) -> str: ...
+    def __enter__(self) -> Connection: ...
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool: ...
+
+def connect(
+    dsn: str,
+    *,
+    version: int = ...,
+    required: int = ...,
+    lock_wait: float = ...,
+    lock_tries: int = ...,
+    idle_in_transaction: float = ...,
+    statement_timeout: float = ...,
+    connect_timeout: float = ...,
+    keepalives: bool = ...,
+    keepalives_idle: float = ...,
+    keepalives_interval: float = ...,
+    keepalives_count: int = ...,
+    tcp_user_timeout: float = ...,
+) -> Connection: ...
+
+class Pool:
+    def __init__(
+        self,
+        dsn: str,
+        size: int = ...,
+        *,
+        version: int = ...,
+        required: int = ...,
+        lock_wait: float = ...,
+        lock_tries: int = ...,
+        idle_in_transaction: float = ...,
+        statement_timeout: float = ...,
+        connect_timeout: float = ...,
+        keepalives: bool = ...,
+        keepalives_idle: float = ...,
+        keepalives_interval: float = ...,
+        keepalives_count: int = ...,
+        tcp_user_timeout: float = ...,
+    ) -> None: ...
+    def take(self) -> Connection: ...
+    def give(self, conn: Connection) -> None: ...
+    def connection(self) -> AbstractContextManager[Connection]: ...
+    @property
+    def idle_count(self) -> int: ...
+    @property
+    def size(self) -> int: ...
+
+def setup_schema(conn: Connection, extra_sql: Optional[str] = None) -> None: ...
+def refused_writers(conn: Connection) -> List[RefusedWriter]: ...
+def stored_floor(conn: Connection) -> Optional[int]: ...
+def new_alerts(
+    refused: Iterable[Union[RefusedWriter, Tuple[str, int, int, int]]],
+    existing: Iterable[_AlertLike] = ...,
+) -> List[str]: ...
+def alert_text(writer: str, version: int, floor: int) -> str: ...
+def refusal_message(version: int, floor: int) -> str: ...
