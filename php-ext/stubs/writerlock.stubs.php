@@ -1,0 +1,108 @@
+<?php
+/**
+ * IDE stubs for the writerlock PHP extension (module "writerlock",
+ * extension=writerlock.so). Never include this file at run time: the classes
+ * come from the extension. php-ext/tests/stubs_test.php checks these
+ * declarations against the loaded extension's reflection.
+ */
+
+namespace WriterLock {
+
+    /**
+     * Base class of every exception the extension throws.
+     */
+    class Exception extends \RuntimeException
+    {
+    }
+
+    /**
+     * The wait ran out before the writer got its turn; nothing was written.
+     *
+     * The message is one of the two fixed texts, for example:
+     * "database is busy: the transaction could not start within 25 s (waited 25.0 s,
+     * [DatabaseSettings] SQLiteTransactionWait), another write held the lock all that time;
+     * nothing was written". getCode() is 5 (SQLITE_BUSY).
+     */
+    class BusyException extends Exception
+    {
+        /** Seconds the writer waited (wall clock). */
+        public function waited(): float {}
+
+        /** The limit it was given, in seconds. */
+        public function limit(): float {}
+
+        /** The setting named in the message, e.g. "[DatabaseSettings] SQLiteTransactionWait". */
+        public function setting(): string {}
+
+        /** The process that held the writer lock when the wait gave up, where /proc/locks shows one. */
+        public function holderPid(): ?int {}
+    }
+
+    /**
+     * The transaction could not start: "the transaction could not start: <SQLite's message>;
+     * nothing was written". getCode() is SQLite's result code.
+     */
+    class StartException extends Exception
+    {
+    }
+
+    /**
+     * One SQLite database's write queue: writers from every process take turns
+     * (an exclusive flock() on "<database>.writer-lock") before BEGIN IMMEDIATE,
+     * instead of failing with "database is locked".
+     *
+     * The handle behind a Queue is kept per database path for the life of the
+     * process: a long-lived worker (PHP-FPM, a CLI job loop) opens the lock
+     * files once, and a forked child (pcntl_fork()) never touches its
+     * parent's turn.
+     */
+    final class Queue
+    {
+        /**
+         * @param string $databasePath the path given to new \SQLite3(); ":memory:" needs no queue
+         * @throws Exception when the database's directory does not exist
+         */
+        public function __construct(string $databasePath) {}
+
+        /**
+         * Takes the turn within $waitSeconds (below 1 raised to 1), sets the
+         * connection's busy timeout to the time left, runs BEGIN IMMEDIATE.
+         *
+         * @throws BusyException the wait ran out; nothing was written
+         * @throws StartException the transaction could not start; nothing was written
+         * @throws Exception the connection is already inside a transaction, or this process holds the turn
+         */
+        public function begin(\SQLite3 $db, float $waitSeconds, string $setting = '[DatabaseSettings] SQLiteTransactionWait'): void {}
+
+        /**
+         * Commits and gives the turn back.
+         *
+         * @return bool false when SQLite refused the COMMIT: the transaction and the turn stay
+         * @throws Exception no queued transaction, or the COMMIT failed and SQLite ended the transaction
+         */
+        public function commit(\SQLite3 $db): bool {}
+
+        /**
+         * Rolls back and gives the turn back.
+         *
+         * @return bool false when SQLite refused the ROLLBACK: the transaction and the turn stay
+         * @throws Exception no queued transaction
+         */
+        public function rollback(\SQLite3 $db): bool {}
+
+        /**
+         * Runs one write statement outside a transaction, in turn, within
+         * $busySeconds. Reads, and statements inside an open transaction, run at once.
+         *
+         * @throws BusyException the wait ran out; the statement was not run
+         * @throws Exception SQLite reported a failure
+         */
+        public function exec(\SQLite3 $db, string $sql, float $busySeconds, string $setting = '[DatabaseSettings] SQLiteBusyTimeout'): void {}
+
+        /** Whether this queue holds the writer turn in this process. */
+        public function holding(): bool {}
+
+        /** Seconds the last begin() or queued exec() waited for its turn. */
+        public function lastWait(): float {}
+    }
+}

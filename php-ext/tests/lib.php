@@ -1,0 +1,267 @@
+<?php
+/**
+ * A small test harness for the writerlock PHP tests (no PHPUnit): each
+ * t('name', fn) prints "ok - name" or "not ok - name: reason"; the script
+ * exits 1 when any failed. run.sh counts the lines.
+ */
+
+error_reporting( E_ALL );
+ini_set( 'display_errors', 'stderr' );
+
+final class TestFailure extends Exception {}
+
+$GLOBALS['wl_failed'] = 0;
+$GLOBALS['wl_ran'] = 0;
+
+function t( $name, callable $fn )
+{
+    $GLOBALS['wl_ran']++;
+    $start = microtime( true );
+    try
+    {
+        $fn();
+        printf( "ok - %s (%.2f s)\n", $name, microtime( true ) - $start );
+    }
+    catch ( Throwable $e )
+    {
+        $GLOBALS['wl_failed']++;
+        $where = $e instanceof TestFailure ? '' : ' [' . get_class( $e ) . ' at ' . basename( $e->getFile() ) . ':' . $e->getLine() . ']';
+        printf( "not ok - %s: %s%s\n", $name, str_replace( "\n", "\n    ", $e->getMessage() ), $where );
+    }
+    flush();
+}
+
+register_shutdown_function( function () {
+    if ( $GLOBALS['wl_ran'] === 0 )
+    {
+        echo "not ok - the script ran no test\n";
+        exit( 1 );
+    }
+    if ( $GLOBALS['wl_failed'] > 0 )
+    {
+        exit( 1 );
+    }
+} );
+
+/** Fails the test with $message unless $condition holds. */
+function check( $condition, $message )
+{
+    if ( !$condition )
+    {
+        throw new TestFailure( $message );
+    }
+}
+
+function check_same( $expected, $actual, $what )
+{
+    if ( $expected !== $actual )
+    {
+        throw new TestFailure( $what . ": expected " . var_export( $expected, true ) . ", got " . var_export( $actual, true ) );
+    }
+}
+
+/** Runs $fn and returns the Throwable it throws; fails when it throws none or another class. */
+function expect_throw( $class, callable $fn )
+{
+    try
+    {
+        $fn();
+    }
+    catch ( Throwable $e )
+    {
+        if ( !( $e instanceof $class ) )
+        {
+            throw new TestFailure( "expected $class, got " . get_class( $e ) . ': ' . $e->getMessage() );
+        }
+        return $e;
+    }
+    throw new TestFailure( "expected $class, nothing was thrown" );
+}
+
+/** A fresh temporary directory, removed at exit. */
+function tmpdir( $tag = 'wl' )
+{
+    $dir = sys_get_temp_dir() . '/' . $tag . '-' . getmypid() . '-' . bin2hex( random_bytes( 4 ) );
+    mkdir( $dir, 0777, true );
+    $pid = getmypid();
+    register_shutdown_function( function () use ( $dir, $pid ) {
+        if ( getmypid() === $pid )
+        {
+            exec( 'rm -rf ' . escapeshellarg( $dir ) );
+        }
+    } );
+    return $dir;
+}
+
+/** The extension's absolute path (set by run.sh). */
+function ext_path()
+{
+    $ext = getenv( 'WL_EXT' );
+    if ( $ext === false || !is_file( $ext ) )
+    {
+        fwrite( STDERR, "WL_EXT must name the built extension; run php-ext/tests/run.sh\n" );
+        exit( 2 );
+    }
+    return $ext;
+}
+
+/** The command line of a PHP process with (or without) the extension. */
+function php_cmd( $script, array $args = array(), $withExtension = true )
+{
+    $cmd = array( PHP_BINARY );
+    if ( $withExtension )
+    {
+        $cmd[] = '-d';
+        $cmd[] = 'extension=' . ext_path();
+    }
+    $cmd[] = $script;
+    foreach ( $args as $arg )
+    {
+        $cmd[] = (string)$arg;
+    }
+    return $cmd;
+}
+
+/** A running child process with pipes. */
+final class Child
+{
+    public $proc;
+    public $stdin;
+    public $stdout;
+    public $stderr;
+    public $pid;
+    public $out = '';
+    public $err = '';
+    public $code = null;
+
+    function __construct( array $cmd, $cwd = null, array $env = null )
+    {
+        $this->proc = proc_open( $cmd, array( 0 => array( 'pipe', 'r' ), 1 => array( 'pipe', 'w' ), 2 => array( 'pipe', 'w' ) ),
+                                 $pipes, $cwd, $env );
+        if ( !is_resource( $this->proc ) )
+        {
+            throw new TestFailure( 'could not start ' . implode( ' ', $cmd ) );
+        }
+        list( $this->stdin, $this->stdout, $this->stderr ) = $pipes;
+        $status = proc_get_status( $this->proc );
+        $this->pid = $status['pid'];
+    }
+
+    /** Reads one line of the child's output (blocking, with a timeout). */
+    function line( $timeout = 30.0 )
+    {
+        $deadline = microtime( true ) + $timeout;
+        while ( true )
+        {
+            $read = array( $this->stdout );
+            $write = $except = null;
+            $left = $deadline - microtime( true );
+            if ( $left <= 0 )
+            {
+                throw new TestFailure( "no line from child {$this->pid} within {$timeout} s; stderr: " . $this->drainErr() );
+            }
+            if ( stream_select( $read, $write, $except, (int)$left, (int)( ( $left - (int)$left ) * 1e6 ) ) )
+            {
+                $line = fgets( $this->stdout );
+                if ( $line === false )
+                {
+                    throw new TestFailure( "child {$this->pid} closed its output; stderr: " . $this->drainErr() );
+                }
+                return rtrim( $line, "\n" );
+            }
+        }
+    }
+
+    function send( $text )
+    {
+        fwrite( $this->stdin, $text );
+        fflush( $this->stdin );
+    }
+
+    private function drainErr()
+    {
+        stream_set_blocking( $this->stderr, false );
+        return trim( (string)stream_get_contents( $this->stderr ) );
+    }
+
+    /** Waits for the child to end; returns its exit code. */
+    function wait()
+    {
+        if ( $this->code !== null )
+        {
+            return $this->code;
+        }
+        if ( is_resource( $this->stdin ) )
+        {
+            fclose( $this->stdin );
+        }
+        $this->out .= stream_get_contents( $this->stdout );
+        $this->err .= stream_get_contents( $this->stderr );
+        fclose( $this->stdout );
+        fclose( $this->stderr );
+        $this->code = proc_close( $this->proc );
+        return $this->code;
+    }
+}
+
+/** Starts many children, waits for them all, returns them. */
+function run_all( array $cmds )
+{
+    $children = array();
+    foreach ( $cmds as $cmd )
+    {
+        $children[] = new Child( $cmd );
+    }
+    foreach ( $children as $child )
+    {
+        $child->wait();
+    }
+    return $children;
+}
+
+/** A database with a `pub` table in WAL mode. */
+function make_db( $dir, $name = 'site.db' )
+{
+    $path = $dir . '/' . $name;
+    $db = new SQLite3( $path );
+    $db->exec( 'PRAGMA journal_mode = wal' );
+    $db->exec( 'CREATE TABLE IF NOT EXISTS pub (id INTEGER PRIMARY KEY, worker TEXT, seq INTEGER, seen INTEGER)' );
+    $db->close();
+    return $path;
+}
+
+function count_rows( $path, $where = '1' )
+{
+    $db = new SQLite3( $path );
+    $db->busyTimeout( 10000 );
+    $n = $db->querySingle( "SELECT COUNT(*) FROM pub WHERE $where" );
+    $db->close();
+    return (int)$n;
+}
+
+/** Starts helpers/holder.php holding the turn on $path; returns the child once it holds. */
+function start_holder( $path, $mode = 'queue' )
+{
+    $child = new Child( php_cmd( __DIR__ . '/helpers/holder.php', array( $path, $mode ) ) );
+    $line = $child->line();
+    check( strpos( $line, 'held ' ) === 0, "holder did not report holding: $line" );
+    return $child;
+}
+
+/** Lets a holder go and waits for it. */
+function release_holder( Child $holder )
+{
+    $holder->send( "release\n" );
+    $code = $holder->wait();
+    check( $code === 0, "holder exited with $code: {$holder->out} {$holder->err}" );
+}
+
+/** How long another process waits to begin a queued transaction on $path (seconds), or fails. */
+function probe_begin( $path, $wait = 2.0 )
+{
+    $child = new Child( php_cmd( __DIR__ . '/helpers/probe.php', array( $path, $wait ) ) );
+    $child->wait();
+    $result = json_decode( trim( $child->out ), true );
+    check( is_array( $result ), "probe said: {$child->out} {$child->err}" );
+    return $result;
+}

@@ -1,0 +1,79 @@
+<?php
+// php-ext/stubs/writerlock.stubs.php against the loaded extension: the same
+// classes, parents, methods, parameter names, types and defaults, return
+// types. The stubs are read in a PHP process without the extension.
+require __DIR__ . '/lib.php';
+
+function describe( $source, $withExtension )
+{
+    $child = new Child( php_cmd( __DIR__ . '/helpers/reflect.php', array( $source ), $withExtension ) );
+    $child->wait();
+    $json = json_decode( $child->out, true );
+    check( is_array( $json ), "reflection of $source failed: {$child->out} {$child->err}" );
+    return $json;
+}
+
+function diff( $a, $b, $path = '' )
+{
+    $lines = array();
+    foreach ( array_unique( array_merge( array_keys( (array)$a ), array_keys( (array)$b ) ) ) as $key )
+    {
+        $here = $path === '' ? (string)$key : "$path.$key";
+        $left = is_array( $a ) && array_key_exists( $key, $a ) ? $a[$key] : '(absent)';
+        $right = is_array( $b ) && array_key_exists( $key, $b ) ? $b[$key] : '(absent)';
+        if ( is_array( $left ) && is_array( $right ) )
+        {
+            $lines = array_merge( $lines, diff( $left, $right, $here ) );
+        }
+        elseif ( $left !== $right )
+        {
+            $lines[] = "$here: extension " . json_encode( $left ) . ', stubs ' . json_encode( $right );
+        }
+    }
+    return $lines;
+}
+
+$stubs = dirname( __DIR__ ) . '/stubs/writerlock.stubs.php';
+
+t( 'the stub file parses', function () use ( $stubs ) {
+    exec( escapeshellarg( PHP_BINARY ) . ' -l ' . escapeshellarg( $stubs ), $out, $rc );
+    check_same( 0, $rc, 'php -l ' . $stubs );
+} );
+
+t( 'the stubs match the extension\'s reflection', function () use ( $stubs ) {
+    $ext = describe( 'ext', true );
+    $stub = describe( $stubs, false );
+    foreach ( $ext as $class => $desc )
+    {
+        check( $desc !== 'missing', "the extension has no $class" );
+    }
+    check( isset( $ext['WriterLock\\Queue']['methods']['begin']['params'][2]['default'] ), 'the extension reports no default for begin($setting)' );
+    $differences = diff( $ext, $stub );
+    check( $differences === array(), "stubs and extension differ:\n" . implode( "\n", $differences ) );
+} );
+
+t( 'the issue\'s signatures, read from the extension', function () {
+    $q = new ReflectionClass( 'WriterLock\\Queue' );
+    $sig = function ( $method ) use ( $q ) {
+        $m = $q->getMethod( $method );
+        $parts = array();
+        foreach ( $m->getParameters() as $p )
+        {
+            $parts[] = ( $p->getType() ? $p->getType() . ' ' : '' ) . '$' . $p->getName()
+                     . ( $p->isDefaultValueAvailable() ? ' = ' . var_export( $p->getDefaultValue(), true ) : '' );
+        }
+        return $method . '(' . implode( ', ', $parts ) . ')' . ( $m->getReturnType() ? ': ' . $m->getReturnType() : '' );
+    };
+    check_same( '__construct(string $databasePath)', $sig( '__construct' ), '__construct' );
+    check_same( "begin(SQLite3 \$db, float \$waitSeconds, string \$setting = '[DatabaseSettings] SQLiteTransactionWait'): void", $sig( 'begin' ), 'begin' );
+    check_same( 'commit(SQLite3 $db): bool', $sig( 'commit' ), 'commit' );
+    check_same( 'rollback(SQLite3 $db): bool', $sig( 'rollback' ), 'rollback' );
+    check_same( "exec(SQLite3 \$db, string \$sql, float \$busySeconds, string \$setting = '[DatabaseSettings] SQLiteBusyTimeout'): void", $sig( 'exec' ), 'exec' );
+    check_same( 'holding(): bool', $sig( 'holding' ), 'holding' );
+    check_same( 'lastWait(): float', $sig( 'lastWait' ), 'lastWait' );
+    $b = new ReflectionClass( 'WriterLock\\BusyException' );
+    foreach ( array( 'waited' => 'float', 'limit' => 'float', 'setting' => 'string', 'holderPid' => '?int' ) as $m => $type )
+    {
+        check_same( $type, (string)$b->getMethod( $m )->getReturnType(), "BusyException::$m() return type" );
+    }
+} );
