@@ -5,6 +5,10 @@ CARGO ?= cargo
 PREFIX ?= /usr/local
 VENV ?= $(CURDIR)/.venv
 export PATH := $(CURDIR)/.tools/bin:$(PATH)
+# The tests build the C library, the PHP extension and the Python module with
+# the dev profile, sharing the test build's artifacts instead of compiling
+# everything a second time optimised.
+export WL_PROFILE ?= dev
 
 .PHONY: deps build run test test-all test-rust test-c test-php test-python test-cli \
         check-header header install bench lint fmt clean
@@ -56,7 +60,7 @@ check-header:
 
 ## install: libraries, header and pkg-config file under PREFIX.
 install: build
-	@bindings/install.sh "$(PREFIX)"
+	@WL_PROFILE=release bindings/install.sh "$(PREFIX)"
 
 ## bench: measured figures, side by side (QUICK=1 for a short run).
 bench: build

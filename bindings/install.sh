@@ -24,7 +24,11 @@ case "$prefix" in
     } ;;
 esac
 root="$(cd "$(dirname "$0")/.." && pwd)"
-release="${CARGO_TARGET_DIR:-$root/target}/release"
+# WL_PROFILE picks the cargo profile to install from (default release; the
+# tests use dev, which shares the test build's artifacts).
+profile="${WL_PROFILE:-release}"
+if [[ "$profile" == dev ]]; then profile_dir=debug; else profile_dir="$profile"; fi
+release="${CARGO_TARGET_DIR:-$root/target}/$profile_dir"
 
 version="$(awk '
     /^\[workspace\.package\]/ { in_section = 1; next }
@@ -46,7 +50,7 @@ if [[ ! -f "$so" || ! -f "$archive" ]]; then
         exit 1
     fi
     echo "install: building the release library (cargo build --release -p writerlock-c)"
-    (cd "$root" && cargo build --release -p writerlock-c)
+    (cd "$root" && cargo build --profile "$profile" -p writerlock-c)
 fi
 header="$root/include/writerlock.h"
 if [[ ! -f "$header" ]]; then

@@ -49,8 +49,9 @@ if [[ -z "${TEST_DATABASE_URL:-}" ]]; then
     echo "run.sh:   run them with \`make test\`, or: tests/with-postgres.sh bindings/tests/run.sh" >&2
 fi
 
-echo "run.sh: cargo build --release -p writerlock-c"
-cargo build --quiet --release -p writerlock-c || die "the release build failed"
+profile="${WL_PROFILE:-release}"
+echo "run.sh: cargo build --profile $profile -p writerlock-c"
+cargo build --quiet --profile "$profile" -p writerlock-c || die "the $profile build failed"
 
 tmp="$(mktemp -d /tmp/wl-c-abi.XXXXXX)"
 trap 'rm -rf "$tmp"' EXIT

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The PHP extension's tests, with real PHP processes: builds writerlock.so
-# (cargo build --release -p writerlock-php), then runs every *_test.php here
+# (cargo build -p writerlock-php, profile from WL_PROFILE), then runs every *_test.php here
 # with `php -d extension=<abs path>`. Each test script prints "ok - ..." /
 # "not ok - ..." lines; this prints them and a closing "N passed, N failed",
 # and exits non-zero on any failure. Runs from any directory.
@@ -32,13 +32,15 @@ if [ "$missing" -ne 0 ]; then
     exit 1
 fi
 
-echo "building the extension: $CARGO build --release -p writerlock-php"
-if ! (cd "$ROOT" && "$CARGO" build --release -p writerlock-php); then
-    echo "not ok - cargo build --release -p writerlock-php"
+PROFILE="${WL_PROFILE:-release}"
+if [[ "$PROFILE" == dev ]]; then PROFILE_DIR=debug; else PROFILE_DIR="$PROFILE"; fi
+echo "building the extension: $CARGO build --profile $PROFILE -p writerlock-php"
+if ! (cd "$ROOT" && "$CARGO" build --profile "$PROFILE" -p writerlock-php); then
+    echo "not ok - cargo build --profile $PROFILE -p writerlock-php"
     echo "0 passed, 1 failed"
     exit 1
 fi
-EXT="$ROOT/target/release/libwriterlock_php.so"
+EXT="${CARGO_TARGET_DIR:-$ROOT/target}/$PROFILE_DIR/libwriterlock_php.so"
 export WL_EXT="$EXT"
 export WL_ROOT="$ROOT"
 

@@ -25,7 +25,10 @@ fi
 wheels="$(mktemp -d /tmp/writerlock-wheels.XXXXXX)"
 trap 'rm -rf "$wheels"' EXIT
 echo "python tests: building the wheel"
-"$venv/bin/maturin" build --release --quiet -m "$repo/python/Cargo.toml" \
+# WL_PROFILE=dev (make test) builds a debug wheel that shares the test build's artifacts.
+profile_flag=(--release)
+[[ "${WL_PROFILE:-release}" == dev ]] && profile_flag=(--profile dev)
+"$venv/bin/maturin" build "${profile_flag[@]}" --quiet -m "$repo/python/Cargo.toml" \
     --interpreter "$venv/bin/python" -o "$wheels" >"$wheels/build.log" 2>&1 || {
     cat "$wheels/build.log" >&2
     echo "python tests: maturin build failed" >&2
