@@ -1,0 +1,256 @@
+//! `writerlock-bench`: the benchmark suite behind `make bench`.
+//!
+//! Runs the SQLite write queue (`Strategy::Poll`, the seed's protocol, and
+//! `Strategy::Handoff`, the futex hand-off page) and the Postgres writer
+//! lock against what users would otherwise run, in one run on one machine,
+//! and prints a table per scenario with the targets of issues 7 and 8.
+//! Figures are reported, never asserted.
+//!
+//! ```text
+//! writerlock-bench [--quick] [--only 1,2,3,4,5,8,6,7] [--out DIR]
+//! writerlock-bench worker CONFIG      (internal: one worker process)
+//! ```
+
+mod analysis;
+mod chart;
+mod clock;
+mod error;
+mod pg;
+mod report;
+mod seedlock;
+mod spawn;
+mod sqlite;
+mod worker;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use serde_json::json;
+
+use crate::report::{Report, Target};
+
+const USAGE: &str = "usage: writerlock-bench [--quick] [--only 1,2,3,4,5,8,6,7] [--out DIR]
+  --quick    the short run (also QUICK=1 in the environment)
+  --only     run only these scenarios (4 and 5 use the runs of 1 and 3)
+  --out      where results.json, results.txt and waits.svg go (default target/bench)
+The Postgres scenarios (6, 7) need TEST_DATABASE_URL; bench/run.sh provides a throwaway cluster.";
+
+/// One SQLite scenario.
+type Step = fn(&mut sqlite::Sqlite) -> error::Result<()>;
+
+struct Options {
+    quick: bool,
+    only: Vec<String>,
+    out: PathBuf,
+}
+
+fn parse(args: &[String]) -> Result<Options, String> {
+    let mut o = Options {
+        quick: std::env::var("QUICK").is_ok_and(|v| !v.is_empty() && v != "0"),
+        only: Vec::new(),
+        out: PathBuf::from("target/bench"),
+    };
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--quick" => o.quick = true,
+            "--only" => {
+                let v = it.next().ok_or("--only needs a list")?;
+                o.only = v.split(',').map(|s| s.trim().to_string()).collect();
+            }
+            "--out" => o.out = PathBuf::from(it.next().ok_or("--out needs a directory")?),
+            "-h" | "--help" => return Err(String::new()),
+            other => return Err(format!("unknown argument {other}")),
+        }
+    }
+    Ok(o)
+}
+
+fn read_trimmed(path: &str) -> String {
+    std::fs::read_to_string(path)
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+fn cpu_model() -> String {
+    read_trimmed("/proc/cpuinfo")
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split_once(':'))
+        .map(|(_, v)| v.trim().to_string())
+        .unwrap_or_default()
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("worker") {
+        let Some(config) = args.get(1) else {
+            eprintln!("writerlock-bench worker: missing CONFIG");
+            return ExitCode::from(2);
+        };
+        return match worker::main(config) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("writerlock-bench worker: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    let opts = match parse(&args) {
+        Ok(o) => o,
+        Err(msg) => {
+            if !msg.is_empty() {
+                eprintln!("writerlock-bench: {msg}");
+            }
+            eprintln!("{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    run(&opts)
+}
+
+fn run(opts: &Options) -> ExitCode {
+    let wants = |s: &str| opts.only.is_empty() || opts.only.iter().any(|o| o == s);
+    let started = Instant::now();
+    let load_before = read_trimmed("/proc/loadavg");
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(0);
+    // SAFETY: getpriority reads this process's nice value.
+    let nice = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
+    println!(
+        "writerlock-bench{}: {cores} cores ({}), load average {load_before}, nice {nice}, SQLite {}",
+        if opts.quick { " (QUICK)" } else { "" },
+        cpu_model(),
+        rusqlite::version()
+    );
+    println!();
+    let mut report = Report::default();
+    let mut errors: Vec<String> = Vec::new();
+    let tmp = std::env::temp_dir().join(format!("writerlock-bench-{}", std::process::id()));
+
+    {
+        let mut sq = sqlite::Sqlite::new(opts.quick, &tmp, &mut report);
+        let steps: [(&str, Step); 6] = [
+            ("1", |s| s.scenario1()),
+            ("2", |s| s.scenario2()),
+            ("3", |s| s.scenario3()),
+            ("4", |s| s.scenario4()),
+            ("5", |s| s.scenario5()),
+            ("8", |s| s.mixed()),
+        ];
+        for (id, step) in steps {
+            if wants(id) {
+                eprintln!("scenario {id}");
+                sq.report().load_note = Some(report::load_average());
+                if let Err(e) = step(&mut sq) {
+                    eprintln!("writerlock-bench: scenario {id} failed: {e}");
+                    errors.push(format!("scenario {id}: {e}"));
+                }
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&tmp);
+
+    let mut pg_meta = json!(null);
+    if wants("6") || wants("7") {
+        match std::env::var("TEST_DATABASE_URL") {
+            Ok(url) if !url.is_empty() => {
+                eprintln!("scenarios 6 and 7 (Postgres)");
+                report.load_note = Some(report::load_average());
+                match pg::scenarios(&url, opts.quick, &mut report) {
+                    Ok(meta) => pg_meta = meta,
+                    Err(e) => {
+                        eprintln!("writerlock-bench: Postgres scenarios failed: {e}");
+                        errors.push(format!("Postgres: {e}"));
+                    }
+                }
+            }
+            _ => {
+                let msg = "the Postgres scenarios (6, 7) need TEST_DATABASE_URL: run bench/run.sh, which starts a throwaway cluster (tests/with-postgres.sh; apt-get install -y postgresql)";
+                eprintln!("writerlock-bench: {msg}");
+                errors.push(msg.into());
+                report.targets.push(Target::skipped(
+                    7,
+                    "S7 recovery from an idle holder",
+                    "pg write()",
+                    "≤ 15.50 s",
+                    "no TEST_DATABASE_URL",
+                ));
+            }
+        }
+    }
+
+    let targets = report.targets_table();
+    report.table(targets);
+    let elapsed = started.elapsed();
+    let load_after = read_trimmed("/proc/loadavg");
+    let meta = json!({
+        "cores": cores,
+        "cpu": cpu_model(),
+        "kernel": read_trimmed("/proc/sys/kernel/osrelease"),
+        "load_before": load_before,
+        "nice": nice,
+        "load_after": load_after,
+        "elapsed_s": elapsed.as_secs_f64(),
+        "sqlite": sqlite::describe(opts.quick),
+        "postgres": pg_meta,
+        "unix_time": std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0),
+        "errors": errors,
+    });
+    let subtitle = format!(
+        "{cores} cores ({}), SQLite {}, {}; load average before {load_before}, nice {nice}",
+        cpu_model(),
+        rusqlite::version(),
+        if opts.quick { "QUICK run" } else { "full run" }
+    );
+    if let Err(e) = write_outputs(opts, &report, meta, &subtitle) {
+        eprintln!("writerlock-bench: {e}");
+        errors.push(e.to_string());
+    }
+    println!(
+        "writerlock-bench: done in {:.1} s (load average after: {load_after}); results in {}",
+        elapsed.as_secs_f64(),
+        opts.out.display()
+    );
+    if errors.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        for e in &errors {
+            eprintln!("writerlock-bench: not measured: {e}");
+        }
+        ExitCode::FAILURE
+    }
+}
+
+fn write_outputs(
+    opts: &Options,
+    report: &Report,
+    meta: serde_json::Value,
+    subtitle: &str,
+) -> error::Result<()> {
+    let io = |what: &str, e| error::BenchError::io(what.to_string(), e);
+    std::fs::create_dir_all(&opts.out).map_err(|e| io("creating the output directory", e))?;
+    let json = report.to_json(meta);
+    let text = serde_json::to_string_pretty(&json).unwrap_or_default();
+    std::fs::write(opts.out.join("results.json"), text + "\n")
+        .map_err(|e| io("writing results.json", e))?;
+    let tables: String = report
+        .tables
+        .iter()
+        .map(|t| t.render())
+        .collect::<Vec<_>>()
+        .join("\n");
+    std::fs::write(opts.out.join("results.txt"), tables)
+        .map_err(|e| io("writing results.txt", e))?;
+    std::fs::write(
+        opts.out.join("waits.svg"),
+        chart::svg(&report.series, subtitle),
+    )
+    .map_err(|e| io("writing waits.svg", e))?;
+    Ok(())
+}
