@@ -254,7 +254,7 @@ impl PageRef {
     /// Claims a slot and draws a ticket; `None` when all slots are taken.
     pub(crate) fn join(&self) -> Option<Place> {
         let layout = self.layout();
-        let pid = std::process::id();
+        let pid = crate::lockfiles::current_pid();
         for (index, slot) in layout.slots.iter().enumerate() {
             if slot
                 .pid
@@ -366,7 +366,7 @@ impl PageRef {
         header.held_since_us.store(now, Ordering::Release);
         header
             .holder_pid
-            .store(std::process::id(), Ordering::Release);
+            .store(crate::lockfiles::current_pid(), Ordering::Release);
         header.active_at_us.store(now, Ordering::Release);
         header.acquired.fetch_add(1, Ordering::AcqRel);
         if header.yielders.load(Ordering::Acquire) > 0 {

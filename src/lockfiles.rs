@@ -18,7 +18,7 @@ use std::ffi::{CString, OsString};
 use std::io;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 use std::sync::Once;
 
 /// Suffix of the file whose exclusive `flock()` is the writer's turn.
@@ -60,8 +60,13 @@ const REGISTRY_SLOTS: usize = 512;
 /// Descriptors the fork handler closes in a child.
 static REGISTRY: [AtomicI32; REGISTRY_SLOTS] = [const { AtomicI32::new(-1) }; REGISTRY_SLOTS];
 static ATFORK: Once = Once::new();
+/// This process's id, cached (glibc no longer caches `getpid()`, and the
+/// queue asks on every call); 0 until first asked, reset in a forked child
+/// by the fork handler.
+static PID: AtomicU32 = AtomicU32::new(0);
 
 extern "C" fn close_inherited_in_child() {
+    PID.store(0, Ordering::SeqCst);
     for slot in REGISTRY.iter() {
         let fd = slot.swap(-1, Ordering::SeqCst);
         if fd >= 0 {
@@ -75,13 +80,17 @@ extern "C" fn close_inherited_in_child() {
     crate::wait::reseed();
 }
 
-fn register(fd: i32) {
+fn ensure_fork_handler() {
     ATFORK.call_once(|| {
         // SAFETY: registering a handler that only touches atomics and close().
         unsafe {
             libc::pthread_atfork(None, None, Some(close_inherited_in_child));
         }
     });
+}
+
+fn register(fd: i32) {
+    ensure_fork_handler();
     for slot in REGISTRY.iter() {
         if slot
             .compare_exchange(-1, fd, Ordering::SeqCst, Ordering::SeqCst)
@@ -105,9 +114,18 @@ fn unregister(fd: i32) {
     }
 }
 
-/// The calling process's id.
+/// The calling process's id, from a cache the fork handler resets in a child
+/// (the handler is registered before the first answer, so no fork can leave
+/// a child with its parent's id).
 pub(crate) fn current_pid() -> u32 {
-    std::process::id()
+    let pid = PID.load(Ordering::Acquire);
+    if pid != 0 {
+        return pid;
+    }
+    ensure_fork_handler();
+    let pid = std::process::id();
+    PID.store(pid, Ordering::Release);
+    pid
 }
 
 /// One lock file, opened with `O_CLOEXEC`, read-write where possible.

@@ -30,7 +30,7 @@ use crate::handoff::PageRef;
 use crate::holders;
 use crate::lockfiles::{self, current_pid, try_flock, Flock, LockFiles};
 use crate::sqlite::{looks_read_only, SqliteSession};
-use crate::wait::{poll_pause, Deadline, Strategy, Wait, SLICE, YIELD};
+use crate::wait::{poll_pause, Deadline, Strategy, Wait, SLICE, SLICE_TURNS, YIELD};
 
 /// A process's handle on one database's write queue.
 ///
@@ -54,8 +54,12 @@ struct State {
     owner: Option<Owner>,
     holding: bool,
     last_wait: Duration,
-    /// When this handle last got its turn in arrival order (hand-off only).
+    /// When this handle last got its turn in arrival order (hand-off only),
+    /// and how many turns it took straight back since.
     slice_start: Option<Instant>,
+    slice_turns: u32,
+    /// Threads of this process waiting for another thread's turn to end.
+    waiting_threads: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,6 +86,7 @@ impl State {
             self.owner = None;
             self.holding = false;
             self.slice_start = None;
+            self.waiting_threads = 0;
         }
         if self.files.as_ref().is_some_and(|f| !f.owned_here()) {
             if let Some(files) = self.files.take() {
@@ -187,8 +192,11 @@ impl WriterQueue {
         }
         st.holding = false;
         st.owner = None;
+        let notify = st.waiting_threads > 0;
         drop(st);
-        self.turn_free.notify_one();
+        if notify {
+            self.turn_free.notify_one();
+        }
         result
     }
 
@@ -223,11 +231,13 @@ impl WriterQueue {
                             drop(st);
                             return Err(self.busy(kind, wait, deadline));
                         }
+                        st.waiting_threads += 1;
                         st = self
                             .turn_free
                             .wait_timeout(st, left)
                             .unwrap_or_else(|p| p.into_inner())
                             .0;
+                        st.waiting_threads = st.waiting_threads.saturating_sub(1);
                         st.refresh_after_fork();
                     }
                 }
@@ -250,7 +260,8 @@ impl WriterQueue {
                 page: files.page.as_ref().map(|p| p.as_ref()),
             };
             st.owner = Some(me);
-            let in_slice = st.slice_start.is_some_and(|s| s.elapsed() < SLICE);
+            let in_slice =
+                st.slice_turns < SLICE_TURNS && st.slice_start.is_some_and(|s| s.elapsed() < SLICE);
             (view, in_slice)
         };
         let (view, in_slice) = view;
@@ -264,8 +275,11 @@ impl WriterQueue {
         match outcome {
             Ok(took_back) => {
                 st.holding = true;
-                if !took_back {
+                if took_back {
+                    st.slice_turns += 1;
+                } else {
                     st.slice_start = Some(Instant::now());
+                    st.slice_turns = 0;
                 }
                 Ok(())
             }
@@ -276,8 +290,11 @@ impl WriterQueue {
                     .as_ref()
                     .map(|f| f.lock.path().to_path_buf())
                     .unwrap_or_default();
+                let notify = st.waiting_threads > 0;
                 drop(st);
-                self.turn_free.notify_one();
+                if notify {
+                    self.turn_free.notify_one();
+                }
                 match gave {
                     Gave::Up => Err(self.busy(kind, wait, deadline)),
                     Gave::Failed(source) => Err(Error::Flock { path, source }),

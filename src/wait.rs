@@ -52,6 +52,10 @@ pub const YIELD: Duration = Duration::from_millis(30);
 /// a context switch, then happen once a slice instead of once a commit,
 /// while the longest wait stays near (writers × slice).
 pub const SLICE: Duration = Duration::from_millis(2);
+/// A slice also ends after this many turns taken straight back (64), so
+/// writers of short transactions get equal shares however the time within a
+/// slice goes (a WAL checkpoint, a preemption).
+pub const SLICE_TURNS: u32 = 64;
 
 /// A wait limit and the name of the setting it came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
