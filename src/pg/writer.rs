@@ -17,7 +17,9 @@ use postgres::error::SqlState;
 use super::alerts::{new_alerts, refused_writers, Alert, RefusedWriter};
 use super::connection::{Connection, Tx};
 use super::error::Error;
-use super::floor::{ensure_schema, read_floor, take_refusal_lock};
+use super::floor::{
+    ensure_schema, take_refusal_lock, FLOOR_NAME, REFUSED_LOCK_CLASS, REFUSED_LOCK_SUBID,
+};
 use super::settings::WRITER_LOCK;
 use super::value::{Rows, Value};
 
@@ -108,7 +110,12 @@ impl Connection {
         let waits = self.lock_writer()?;
         let checked = self.check_floor();
         match checked {
-            Ok(floor) => match refused_writers(self) {
+            Ok((floor, false)) => Ok(WriteStart {
+                waits,
+                floor,
+                refused: Vec::new(),
+            }),
+            Ok((floor, true)) => match refused_writers(self) {
                 Ok(refused) => Ok(WriteStart {
                     waits,
                     floor,
@@ -138,8 +145,23 @@ impl Connection {
     }
 
     /// Reads the stored floor under the writer lock and refuses this writer if it is below.
-    fn check_floor(&mut self) -> Result<Option<i64>, Error> {
-        let floor = read_floor(self)?;
+    /// Reads the stored floor and, in the same round trip, whether any
+    /// refused writer's lock is held in this database: the full
+    /// refused-writers query joins `pg_stat_activity`, which costs a write
+    /// more than a millisecond, so it runs only when there is one to name.
+    fn check_floor(&mut self) -> Result<(Option<i64>, bool), Error> {
+        let sql = format!(
+            "SELECT (SELECT version FROM writer_floor WHERE name = $1), EXISTS (SELECT 1 FROM pg_locks \
+             WHERE locktype = 'advisory' AND classid = {REFUSED_LOCK_CLASS} AND objsubid = {REFUSED_LOCK_SUBID} \
+             AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))"
+        );
+        let rows = self.execute(&sql, &[Value::Text(FLOOR_NAME.to_string())])?;
+        let row = rows.first();
+        let floor = row.and_then(|r| r.get(0)).and_then(Value::as_i64);
+        let any_refused = row
+            .and_then(|r| r.get(1))
+            .and_then(Value::as_bool)
+            .unwrap_or(true);
         let version = i64::from(self.settings().get_version());
         if let Some(floor) = floor {
             if version < floor {
@@ -148,7 +170,7 @@ impl Connection {
                 return Err(Error::Refused { version, floor });
             }
         }
-        Ok(floor)
+        Ok((floor, any_refused))
     }
 }
 
