@@ -68,20 +68,31 @@ fn flock_only_publish(db: &Path, hold: Duration) -> i32 {
     i32::from(!ok)
 }
 
-fn writers_in_arrival_order_get_their_turns_in_that_order() {
-    let db = Db::new();
+/// Forks a page-aware writer that takes the turn, holds it for `hold` and
+/// commits; returns once it holds the turn.
+fn page_holder(db: &Path, hold: Duration) -> libc::pid_t {
     let pipe = Pipe::new();
-    let holder = fork(|| {
-        let queue = WriterQueue::with_strategy(&db.path, Strategy::Handoff);
-        let conn = open(&db.path);
+    let pid = fork(|| {
+        let queue = WriterQueue::with_strategy(db, Strategy::Handoff);
+        let conn = open(db);
         if queue.begin(&conn, &wait_secs(5.0)).is_err() {
             return 1;
         }
         pipe.send(1);
-        std::thread::sleep(Duration::from_millis(600));
+        std::thread::sleep(hold);
         i32::from(queue.commit(&conn).is_err())
     });
-    assert_eq!(pipe.recv(Duration::from_secs(10)), Some(1));
+    assert_eq!(
+        pipe.recv(Duration::from_secs(10)),
+        Some(1),
+        "the holder did not start"
+    );
+    pid
+}
+
+fn writers_in_arrival_order_get_their_turns_in_that_order() {
+    let db = Db::new();
+    let holder = page_holder(&db.path, Duration::from_millis(600));
     // Eight writers arrive 40 ms apart while the holder holds on.
     let mut waiters = Vec::new();
     let path = db.path.as_path();
@@ -124,18 +135,7 @@ fn writers_in_arrival_order_get_their_turns_in_that_order() {
 
 fn a_waiter_killed_while_waiting_never_stalls_the_others() {
     let db = Db::new();
-    let pipe = Pipe::new();
-    let holder = fork(|| {
-        let queue = WriterQueue::with_strategy(&db.path, Strategy::Handoff);
-        let conn = open(&db.path);
-        if queue.begin(&conn, &wait_secs(5.0)).is_err() {
-            return 1;
-        }
-        pipe.send(1);
-        std::thread::sleep(Duration::from_millis(500));
-        i32::from(queue.commit(&conn).is_err())
-    });
-    assert_eq!(pipe.recv(Duration::from_secs(10)), Some(1));
+    let holder = page_holder(&db.path, Duration::from_millis(500));
     // The first waiter (the head of the line) is killed and left unreaped,
     // a zombie whose pid still exists.
     let doomed = fork(|| page_publish(&db.path, Duration::ZERO));
