@@ -41,8 +41,12 @@ pub const PAGE_BYTES: usize = 16 * 1024;
 pub const SLOTS: usize = 255;
 /// Where the per-slot liveness bytes start in the queue file.
 const LIVENESS_BASE: i64 = 1 << 20;
-/// How often a waiter that is not at the head checks that the head is alive.
+/// How often the waiter second in line checks that the head is alive (and
+/// whether the lock stalled).
 const RECHECK: Duration = Duration::from_millis(20);
+/// How often waiters further back check: rarely, so that dozens of waiters
+/// behind a long transaction do not keep the CPU from the head.
+const RECHECK_FAR: Duration = Duration::from_millis(100);
 /// A free lock nobody has taken for this long lets any waiter try it (a
 /// head that stopped without dying, such as a SIGSTOPped process).
 const STALL_AFTER: Duration = Duration::from_millis(50);
@@ -323,6 +327,17 @@ impl PageRef {
         }
     }
 
+    /// How many published tickets are ahead of `place` (0: it is the head).
+    fn rank(&self, place: Place) -> usize {
+        self.slots()
+            .iter()
+            .filter(|s| {
+                let t = s.ticket.load(Ordering::Acquire);
+                t != 0 && t < place.ticket
+            })
+            .count()
+    }
+
     /// The slot with the lowest published ticket, if any.
     fn oldest(&self) -> Option<(usize, u64)> {
         self.slots()
@@ -448,7 +463,8 @@ pub(crate) fn wait_for_turn(
     let result = (|| loop {
         let slot = &page.layout().slots[place.index];
         let seen = slot.word.load(Ordering::Acquire);
-        let head = page.oldest().is_none_or(|(_, t)| t >= place.ticket);
+        let rank = page.rank(place);
+        let head = rank == 0;
         if head {
             if must_yield {
                 must_yield = false;
@@ -459,7 +475,9 @@ pub(crate) fn wait_for_turn(
                 Ok(Flock::Held) => {}
                 Err(e) => return Err(Gave::Failed(e)),
             }
-        } else if page.stalled() {
+        } else if rank == 1 && page.stalled() {
+            // The head has not taken a free lock for a while: it may have
+            // stopped without dying (SIGSTOP). The next in line may try.
             if let Ok(Flock::Taken) = try_flock(view.lock_fd, libc::LOCK_EX) {
                 return Ok(());
             }
@@ -467,10 +485,10 @@ pub(crate) fn wait_for_turn(
         if deadline.passed() {
             return Err(Gave::Up);
         }
-        let timeout = if head {
-            poll_pause(deadline.waited())
-        } else {
-            RECHECK
+        let timeout = match rank {
+            0 => poll_pause(deadline.waited()),
+            1 => RECHECK,
+            _ => RECHECK_FAR,
         };
         futex_wait(&slot.word, seen, timeout.min(deadline.left()));
         if !head && slot.word.load(Ordering::Acquire) == seen {
