@@ -318,6 +318,15 @@ impl Worker {
         }
     }
 
+    /// COMMIT; on failure rolls back and reports the COMMIT's error.
+    fn commit_or_roll_back(&self) -> Result<(), Fail> {
+        self.conn.execute_batch("COMMIT").map_err(|e| {
+            let fail = sql_fail(e);
+            self.rollback();
+            fail
+        })
+    }
+
     /// Runs the body inside an open transaction and commits with `commit`.
     fn finish(&self, seq: u64) -> std::result::Result<(), Fail> {
         if let Err(e) = self.body(seq) {
@@ -354,11 +363,7 @@ impl Worker {
                 let granted = now_ns();
                 self.hold();
                 let turn_end = now_ns();
-                if let Err(e) = self.conn.execute_batch("COMMIT") {
-                    let fail = sql_fail(e);
-                    self.rollback();
-                    return Err(fail);
-                }
+                self.commit_or_roll_back()?;
                 Ok(Times {
                     call,
                     granted,
@@ -375,11 +380,7 @@ impl Worker {
                 let granted = now_ns();
                 self.finish(seq)?;
                 let turn_end = now_ns();
-                if let Err(e) = self.conn.execute_batch("COMMIT") {
-                    let fail = sql_fail(e);
-                    self.rollback();
-                    return Err(fail);
-                }
+                self.commit_or_roll_back()?;
                 Ok(Times {
                     call,
                     granted,
@@ -488,11 +489,7 @@ impl Worker {
                 .map_err(sql_fail)?;
             let granted = now_ns();
             self.finish(seq)?;
-            if let Err(e) = self.conn.execute_batch("COMMIT") {
-                let fail = sql_fail(e);
-                self.rollback();
-                return Err(fail);
-            }
+            self.commit_or_roll_back()?;
             Ok(granted)
         })();
         let turn_end = now_ns();
