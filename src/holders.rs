@@ -107,29 +107,39 @@ pub fn shared_flocks(path: &Path) -> usize {
         .unwrap_or(0)
 }
 
-/// The process holding a write lock on the database: the queue's holder
-/// first, else a process with a POSIX write lock on the database or its
-/// `-shm`/`-wal` files (a writer outside the queue), other than this one.
-pub fn database_holder(database: &Path) -> Option<u32> {
-    if let Some(pid) = flock_holder(&crate::lockfiles::lock_path(database)) {
-        return Some(pid);
-    }
-    let me = std::process::id();
-    for suffix in ["", "-shm", "-wal"] {
+/// Processes other than `except` holding an exclusive POSIX lock on the
+/// database or its `-wal`/`-shm` files: SQLite's RESERVED lock and beyond, or
+/// a WAL write lock, that is, writers inside or outside the queue.
+pub fn sqlite_writers(database: &Path, except: &[u32]) -> Vec<u32> {
+    let mut pids = Vec::new();
+    for suffix in ["", "-wal", "-shm"] {
         let mut name = database.as_os_str().to_owned();
         name.push(suffix);
-        if let Ok(locks) = file_locks(Path::new(&name)) {
-            if let Some(pid) = locks.iter().find_map(|l| {
-                (l.kind == LockKind::Posix && l.exclusive && !l.blocked)
-                    .then_some(l.pid)
-                    .flatten()
-                    .filter(|p| *p != me)
-            }) {
-                return Some(pid);
+        let Ok(locks) = file_locks(Path::new(&name)) else {
+            continue;
+        };
+        for l in locks {
+            if l.kind == LockKind::Posix && l.exclusive && !l.blocked {
+                if let Some(pid) = l.pid.filter(|p| !except.contains(p)) {
+                    if !pids.contains(&pid) {
+                        pids.push(pid);
+                    }
+                }
             }
         }
     }
-    None
+    pids
+}
+
+/// The process holding a write lock on the database: the queue's holder
+/// first, else a writer outside the queue ([`sqlite_writers`]), other than
+/// this process.
+pub fn database_holder(database: &Path) -> Option<u32> {
+    flock_holder(&crate::lockfiles::lock_path(database)).or_else(|| {
+        sqlite_writers(database, &[crate::lockfiles::current_pid()])
+            .first()
+            .copied()
+    })
 }
 
 #[cfg(test)]

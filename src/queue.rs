@@ -219,7 +219,7 @@ impl WriterQueue {
 
     fn take_until(&self, kind: BusyKind, wait: &Wait, deadline: &Deadline) -> Result<()> {
         let me = Owner::current();
-        let view = {
+        let (view, in_slice) = {
             let mut st = self.state();
             loop {
                 match st.owner {
@@ -264,7 +264,6 @@ impl WriterQueue {
                 st.slice_turns < SLICE_TURNS && st.slice_start.is_some_and(|s| s.elapsed() < SLICE);
             (view, in_slice)
         };
-        let (view, in_slice) = view;
 
         let outcome = match view.page {
             Some(page) => crate::handoff::wait_for_turn(&view, page, deadline, in_slice),

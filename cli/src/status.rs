@@ -224,24 +224,7 @@ fn read_locks(path: &Path) -> Result<Vec<FileLock>, CliError> {
 /// Exclusive POSIX locks (SQLite's RESERVED and beyond, or a WAL write lock) on the database
 /// and its `-wal`/`-shm`, by processes other than the queue's holder.
 fn sqlite_writers(db: &Path, holder: Option<u32>) -> Vec<u32> {
-    let mut pids = Vec::new();
-    for suffix in ["", "-wal", "-shm"] {
-        let mut name = db.as_os_str().to_owned();
-        name.push(suffix);
-        let Ok(locks) = holders::file_locks(Path::new(&name)) else {
-            continue;
-        };
-        for l in locks {
-            if l.kind == LockKind::Posix && l.exclusive && !l.blocked {
-                if let Some(pid) = l.pid.filter(|p| Some(*p) != holder) {
-                    if !pids.contains(&pid) {
-                        pids.push(pid);
-                    }
-                }
-            }
-        }
-    }
-    pids
+    holders::sqlite_writers(db, holder.as_slice())
 }
 
 fn describe_holder(pid: u32, lock_path: &Path, queue_path: &Path) -> HolderStatus {
