@@ -18,7 +18,16 @@
 //! slots of 64 bytes, one per waiting writer. A waiter claims a free slot,
 //! draws a ticket from the header's counter and sleeps on its slot's futex
 //! word; only the waiter with the lowest live ticket (the head) tries the
-//! lock. Each claimed slot is backed by an open-file-description lock on
+//! lock.
+//!
+//! A writer that got its turn in arrival order keeps a *slice* (see
+//! [`crate::wait::SLICE`]): a release within it announces that the writer is
+//! coming back (for [`COMEBACK`]) instead of waking the head, so the head
+//! neither steals the turn between two of the holder's transactions nor
+//! costs the holder a wake-up per commit. While a slice is open the head
+//! checks every [`COMEBACK`] on its own, so a holder that leaves early hands
+//! over within about that long; the release that ends a slice wakes the
+//! head at once. Each claimed slot is backed by an open-file-description lock on
 //! one byte of the queue file (beyond the page), which the kernel drops when
 //! the waiter dies, so a `kill -9`'d waiter is recognised and skipped.
 
@@ -32,7 +41,7 @@ use crate::wait::{poll_pause, Deadline, YIELD};
 
 /// The page's identifying word: "WLQP" and the layout version. A page whose
 /// word differs is a foreign layout and is ignored (the writer polls).
-pub const LAYOUT_VERSION: u32 = 1;
+pub const LAYOUT_VERSION: u32 = 2;
 const MAGIC: u64 = 0x574C_5150;
 const IDENTITY: u64 = (MAGIC << 32) | LAYOUT_VERSION as u64;
 /// Bytes the page takes at the start of the queue file.
@@ -50,26 +59,60 @@ const RECHECK_FAR: Duration = Duration::from_millis(100);
 /// A free lock nobody has taken for this long lets any waiter try it (a
 /// head that stopped without dying, such as a SIGSTOPped process).
 const STALL_AFTER: Duration = Duration::from_millis(50);
+/// How long a release within a slice keeps the lock for its writer's next
+/// transaction (100 µs), and how often the head checks while a slice is
+/// open. A writer that does not come back within it loses its slice.
+pub const COMEBACK: Duration = Duration::from_micros(100);
+/// How long a head woken ahead of a slice's end stays running, looking at
+/// the page instead of sleeping (500 µs): a sleeping process takes tens of
+/// microseconds to wake, which the hand-over would otherwise wait for.
+const SPIN: Duration = Duration::from_micros(500);
+
+/// A writer wakes the head ahead of its slice's end when this many turns
+/// or less are left in it...
+pub(crate) const WAKE_AHEAD_TURNS: u32 = 4;
+/// ...or this little time (150 µs).
+pub(crate) const WAKE_AHEAD_TIME: Duration = Duration::from_micros(150);
+
+/// How a release leaves the lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Leaving {
+    /// The writer's turns are over: the head is woken.
+    Done,
+    /// The writer's slice has turns left: it keeps the lock for
+    /// [`COMEBACK`] and wakes nobody.
+    ComingBack,
+    /// The first release of a slice with turns left: keeps the lock and
+    /// wakes the head, which from then on watches the come-back windows.
+    ComingBackFirst,
+    /// Coming back, but the slice ends within a few turns: the head is
+    /// woken ahead, so that it is running when the lock passes to it.
+    ComingBackLast,
+}
 
 #[repr(C, align(64))]
 struct Header {
     identity: AtomicU64,
     next_ticket: AtomicU64,
+    /// CLOCK_MONOTONIC microseconds of the last acquisition or release.
+    active_at_us: AtomicU64,
+    /// CLOCK_MONOTONIC microseconds when the current holder took the lock.
+    held_since_us: AtomicU64,
+    /// CLOCK_MONOTONIC microseconds until which the holder's slice is open
+    /// (0: none). Releases after it wake the head.
+    slice_until_us: AtomicU64,
+    /// A release within a slice: until when (CLOCK_MONOTONIC µs) the head
+    /// leaves the free lock to the writer coming back (0: none).
+    comeback_until_us: AtomicU64,
     /// Bumped by every page-aware writer that takes the lock (a futex word
     /// for yielding writers).
     acquired: AtomicU32,
-    /// Bumped by every page-aware release.
-    released: AtomicU32,
-    /// CLOCK_MONOTONIC microseconds of the last acquisition or release.
-    active_at_us: AtomicU64,
     /// Writers sleeping on `acquired`.
     yielders: AtomicU32,
     /// One past the highest slot index ever claimed (bounds the scans).
     high_water: AtomicU32,
     /// The pid of the page-aware writer holding the lock (0: none recorded).
     holder_pid: AtomicU32,
-    /// CLOCK_MONOTONIC microseconds when that writer took the lock.
-    held_since_us: AtomicU64,
 }
 
 #[repr(C, align(64))]
@@ -80,6 +123,9 @@ struct Slot {
     pid: AtomicU32,
     /// The waiter's ticket; 0 until published.
     ticket: AtomicU64,
+    /// Set with a wake-up that says the holder's slice ends within a few
+    /// turns: the head stays running (spins) instead of sleeping again.
+    ending: AtomicU32,
 }
 
 #[repr(C)]
@@ -282,6 +328,7 @@ impl PageRef {
                 .header
                 .high_water
                 .fetch_max(index as u32 + 1, Ordering::AcqRel);
+            slot.ending.store(0, Ordering::Release);
             let ticket = layout.header.next_ticket.fetch_add(1, Ordering::AcqRel) + 1;
             slot.ticket.store(ticket, Ordering::Release);
             return Some(Place { index, ticket });
@@ -363,21 +410,33 @@ impl PageRef {
         None
     }
 
-    /// Wakes the waiter with the oldest ticket. Liveness is not checked
-    /// here, on every release: a dead head's wake-up is lost, and the
-    /// waiters behind it reap it at their next recheck.
-    fn wake_oldest(&self) {
+    /// Wakes the waiter with the oldest ticket (`ending`: to stay running
+    /// for the slice's end). Liveness is not checked here, on every
+    /// release: a dead head's wake-up is lost, and the waiters behind it
+    /// reap it at their next recheck.
+    fn wake_oldest(&self, ending: bool) {
         if let Some((index, _)) = self.oldest() {
-            let word = &self.layout().slots[index].word;
-            word.fetch_add(1, Ordering::AcqRel);
-            futex_wake(word, 1);
+            let slot = &self.layout().slots[index];
+            if ending {
+                slot.ending.store(1, Ordering::Release);
+            }
+            slot.word.fetch_add(1, Ordering::AcqRel);
+            futex_wake(&slot.word, 1);
         }
     }
 
-    /// Records that a page-aware writer took the lock, ending yields.
-    fn note_acquired(&self) {
+    /// Records that a page-aware writer took the lock, ending yields. A
+    /// turn granted in arrival order (`fresh`) opens a slice.
+    fn note_acquired(&self, fresh: bool) {
         let header = &self.layout().header;
         let now = now_us();
+        header.comeback_until_us.store(0, Ordering::SeqCst);
+        if fresh {
+            header.slice_until_us.store(
+                now + crate::wait::SLICE.as_micros() as u64,
+                Ordering::SeqCst,
+            );
+        }
         header.held_since_us.store(now, Ordering::Release);
         header
             .holder_pid
@@ -389,14 +448,74 @@ impl PageRef {
         }
     }
 
-    /// Records a release (after the `flock()` was dropped) and wakes the
-    /// oldest waiter.
-    pub(crate) fn note_released(&self) {
+    /// Records a release (after the `flock()` was dropped). A writer whose
+    /// slice has turns left keeps the lock for [`COMEBACK`] without waking
+    /// anyone (but the head, ahead of the slice's end); any other release
+    /// wakes the oldest waiter.
+    pub(crate) fn note_released(&self, leaving: Leaving) {
         let header = &self.layout().header;
+        let now = now_us();
+        let keep = leaving != Leaving::Done && header.slice_until_us.load(Ordering::SeqCst) > now;
+        if keep {
+            header
+                .comeback_until_us
+                .store(now + COMEBACK.as_micros() as u64, Ordering::SeqCst);
+        } else {
+            header.comeback_until_us.store(0, Ordering::SeqCst);
+            header.slice_until_us.store(0, Ordering::SeqCst);
+        }
         header.holder_pid.store(0, Ordering::Release);
-        header.active_at_us.store(now_us(), Ordering::Release);
-        header.released.fetch_add(1, Ordering::AcqRel);
-        self.wake_oldest();
+        header.active_at_us.store(now, Ordering::Release);
+        match leaving {
+            _ if !keep => self.wake_oldest(false),
+            Leaving::ComingBackFirst => self.wake_oldest(false),
+            Leaving::ComingBackLast => self.wake_oldest(true),
+            Leaving::Done | Leaving::ComingBack => {}
+        }
+    }
+
+    /// For a head woken ahead of a slice's end: waits, running, until the
+    /// lock looks free to take (no holder recorded, no come-back window),
+    /// `until` (CLOCK_MONOTONIC µs) or the deadline. False when time ran out.
+    fn spin_until_free(&self, until: u64, deadline: &Deadline) -> bool {
+        let header = &self.layout().header;
+        let mut looks = 0u32;
+        loop {
+            let now = now_us();
+            if header.holder_pid.load(Ordering::Acquire) == 0
+                && header.comeback_until_us.load(Ordering::Acquire) <= now
+            {
+                return true;
+            }
+            if now >= until || deadline.passed() {
+                return false;
+            }
+            looks += 1;
+            if looks % 16 == 0 {
+                // Leave the CPU to the holder if it shares ours.
+                // SAFETY: no arguments.
+                unsafe { libc::sched_yield() };
+            } else {
+                for _ in 0..32 {
+                    std::hint::spin_loop();
+                }
+            }
+        }
+    }
+
+    /// When the head should next look at the lock, if sooner than its poll:
+    /// at the end of a holder's come-back window, or every [`COMEBACK`]
+    /// while a slice is open (its releases wake nobody). `None` when the
+    /// head may try the lock now (`Some(ZERO)` never happens).
+    fn head_pause(&self) -> (bool, Option<Duration>) {
+        let header = &self.layout().header;
+        let now = now_us();
+        let back = header.comeback_until_us.load(Ordering::SeqCst);
+        if back > now {
+            return (false, Some(Duration::from_micros(back - now)));
+        }
+        let open = header.slice_until_us.load(Ordering::SeqCst) > now;
+        (true, open.then_some(COMEBACK))
     }
 
     /// True when no page-aware writer took or released the lock for longer
@@ -441,7 +560,7 @@ pub(crate) fn wait_for_turn(
     // Within its slice a writer takes the lock straight back if it is free.
     if in_slice {
         if let Ok(Flock::Taken) = try_flock(view.lock_fd, libc::LOCK_EX) {
-            page.note_acquired();
+            page.note_acquired(false);
             return Ok(true);
         }
     }
@@ -453,27 +572,51 @@ pub(crate) fn wait_for_turn(
         let result = poll_lock(view, deadline);
         leave_queue(view);
         if result.is_ok() {
-            page.note_acquired();
+            page.note_acquired(true);
         }
         return result.map(|()| false);
     };
-    // Writers hold the queue file but none is on the page ahead of us: they
-    // can only poll, so leave the lock to them for up to 30 ms.
-    let mut must_yield = others && !page.others_waiting(place);
+    // Writers hold the queue file but none is on the page: they can only
+    // poll, so once we find the lock free we leave it to them for up to
+    // 30 ms (checked again then: one of them may have been a page-aware
+    // writer that had just taken the lock).
+    let mut may_yield = others && !page.others_waiting(place);
+    // Woken ahead of a slice's end: stay running until then.
+    let mut spin_until: Option<u64> = None;
     let result = (|| loop {
         let slot = &page.layout().slots[place.index];
         let seen = slot.word.load(Ordering::Acquire);
         let rank = page.rank(place);
         let head = rank == 0;
-        if head {
-            if must_yield {
-                must_yield = false;
-                page.yield_to_others(YIELD.min(deadline.left()));
+        let mut soon = None;
+        if !head {
+            spin_until = None;
+        }
+        if let Some(until) = spin_until {
+            if !page.spin_until_free(until, deadline) {
+                spin_until = None;
             }
-            match try_flock(view.lock_fd, libc::LOCK_EX) {
-                Ok(Flock::Taken) => return Ok(()),
-                Ok(Flock::Held) => {}
-                Err(e) => return Err(Gave::Failed(e)),
+        }
+        if head {
+            let (may_try, pause) = page.head_pause();
+            soon = pause;
+            if may_try {
+                match try_flock(view.lock_fd, libc::LOCK_EX) {
+                    Ok(Flock::Taken) => {
+                        if !may_yield {
+                            return Ok(());
+                        }
+                        may_yield = false;
+                        if poll_only_waiting(view, deadline)? && !page.others_waiting(place) {
+                            let _ = crate::lockfiles::unlock(view.lock_fd);
+                            page.yield_to_others(YIELD.min(deadline.left()));
+                            continue;
+                        }
+                        return Ok(());
+                    }
+                    Ok(Flock::Held) => {}
+                    Err(e) => return Err(Gave::Failed(e)),
+                }
             }
         } else if rank == 1 && page.stalled() {
             // The head has not taken a free lock for a while: it may have
@@ -485,25 +628,49 @@ pub(crate) fn wait_for_turn(
         if deadline.passed() {
             return Err(Gave::Up);
         }
+        if spin_until.is_some() {
+            continue;
+        }
         let timeout = match rank {
-            0 => poll_pause(deadline.waited()),
+            0 => soon.unwrap_or_else(|| poll_pause(deadline.waited())),
             1 => RECHECK,
             _ => RECHECK_FAR,
         };
         futex_wait(&slot.word, seen, timeout.min(deadline.left()));
+        if slot.ending.swap(0, Ordering::AcqRel) != 0 {
+            spin_until = Some(now_us() + SPIN.as_micros() as u64);
+        }
         if !head && slot.word.load(Ordering::Acquire) == seen {
             // Timed out: make sure whoever is ahead is still alive.
             let _ = page.oldest_alive(Some(place.index));
         }
     })();
+    // Record the new slice before leaving the page, so the waiter that
+    // becomes head next already sees it open.
+    if result.is_ok() {
+        page.note_acquired(true);
+    }
     page.leave(place);
     leave_queue(view);
-    match result {
-        Ok(()) => page.note_acquired(),
+    if result.is_err() {
         // Gave up: pass the wake-up on in case it was meant for us.
-        Err(_) => page.wake_oldest(),
+        page.wake_oldest(false);
     }
     result.map(|()| false)
+}
+
+/// Whether writers other than us hold the queue file (we hold it shared):
+/// probed by converting our lock to exclusive, then back to shared.
+fn poll_only_waiting(view: &FilesView, deadline: &Deadline) -> Result<bool, Gave> {
+    match try_flock(view.queue_fd, libc::LOCK_EX) {
+        Ok(Flock::Taken) => {
+            join_queue(view, deadline)?;
+            Ok(false)
+        }
+        // The failed conversion dropped our shared lock: take it again.
+        Ok(Flock::Held) => join_queue(view, deadline).map(|_| true),
+        Err(e) => Err(Gave::Failed(e)),
+    }
 }
 
 /// What a hand-off page says, read without joining it.

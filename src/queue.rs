@@ -26,7 +26,7 @@ use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
 use crate::error::{Busy, BusyKind, Error, Result, SqliteFailure};
-use crate::handoff::PageRef;
+use crate::handoff::{Leaving, PageRef, WAKE_AHEAD_TIME, WAKE_AHEAD_TURNS};
 use crate::holders;
 use crate::lockfiles::{self, current_pid, try_flock, Flock, LockFiles};
 use crate::sqlite::{looks_read_only, SqliteSession};
@@ -58,6 +58,10 @@ struct State {
     /// and how many turns it took straight back since.
     slice_start: Option<Instant>,
     slice_turns: u32,
+    /// Releases so far in this slice.
+    slice_releases: u32,
+    /// Whether this slice already woke the head ahead of its end.
+    woke_ahead: bool,
     /// Threads of this process waiting for another thread's turn to end.
     waiting_threads: usize,
 }
@@ -78,6 +82,30 @@ impl Owner {
 }
 
 impl State {
+    /// Whether this handle's next turn may be taken straight back (its
+    /// slice, granted in arrival order, has time and turns left).
+    fn slice_open(&self) -> bool {
+        self.slice_turns < SLICE_TURNS && self.slice_start.is_some_and(|s| s.elapsed() < SLICE)
+    }
+
+    /// How a release now leaves the lock (see [`Leaving`]).
+    fn leaving(&mut self) -> Leaving {
+        let Some(start) = self.slice_start.filter(|_| self.slice_open()) else {
+            return Leaving::Done;
+        };
+        self.slice_releases += 1;
+        let ending = self.slice_turns + WAKE_AHEAD_TURNS >= SLICE_TURNS
+            || start.elapsed() + WAKE_AHEAD_TIME >= SLICE;
+        if self.slice_releases == 1 {
+            Leaving::ComingBackFirst
+        } else if ending && !self.woke_ahead {
+            self.woke_ahead = true;
+            Leaving::ComingBackLast
+        } else {
+            Leaving::ComingBack
+        }
+    }
+
     /// In a forked child, forgets what belonged to the parent: its turn
     /// (never unlocked here) and its descriptors (closed by the fork handler).
     fn refresh_after_fork(&mut self) {
@@ -179,6 +207,7 @@ impl WriterQueue {
             return Ok(false);
         }
         let mut result = Ok(true);
+        let leaving = st.leaving();
         if let Some(files) = st.files.as_ref() {
             if let Err(source) = lockfiles::unlock(files.lock.fd()) {
                 result = Err(Error::Flock {
@@ -187,7 +216,7 @@ impl WriterQueue {
                 });
             }
             if let Some(page) = files.page.as_ref() {
-                page.as_ref().note_released();
+                page.as_ref().note_released(leaving);
             }
         }
         st.holding = false;
@@ -260,9 +289,7 @@ impl WriterQueue {
                 page: files.page.as_ref().map(|p| p.as_ref()),
             };
             st.owner = Some(me);
-            let in_slice =
-                st.slice_turns < SLICE_TURNS && st.slice_start.is_some_and(|s| s.elapsed() < SLICE);
-            (view, in_slice)
+            (view, st.slice_open())
         };
 
         let outcome = match view.page {
@@ -279,6 +306,8 @@ impl WriterQueue {
                 } else {
                     st.slice_start = Some(Instant::now());
                     st.slice_turns = 0;
+                    st.woke_ahead = false;
+                    st.slice_releases = 0;
                 }
                 Ok(())
             }
@@ -429,7 +458,7 @@ impl Drop for WriterQueue {
             if holding && files.owned_here() {
                 let _ = lockfiles::unlock(files.lock.fd());
                 if let Some(page) = files.page.as_ref() {
-                    page.as_ref().note_released();
+                    page.as_ref().note_released(Leaving::Done);
                 }
             }
             files.discard(false);

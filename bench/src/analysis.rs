@@ -85,6 +85,41 @@ pub struct Txn {
     pub granted: i64,
     /// Commit returned.
     pub released: i64,
+    /// The writer's index in the run.
+    pub writer: usize,
+}
+
+/// Where a contended run's time went, from consecutive turns: turns a
+/// writer took straight back (within its slice) against turns that passed
+/// to another writer (a hand-over).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Breakdown {
+    /// Turns that followed the same writer's turn.
+    pub kept: usize,
+    /// Turns that followed another writer's turn.
+    pub passed: usize,
+    /// Mean gap (previous commit returned to this BEGIN returned), kept turns.
+    pub kept_gap: f64,
+    /// Mean gap, passed turns.
+    pub passed_gap: f64,
+    /// Mean turn length (BEGIN returned to commit returned), kept turns.
+    pub kept_hold: f64,
+    /// Mean turn length, passed turns (the first of a writer's run).
+    pub passed_hold: f64,
+    /// Share of the run's span spent in hand-over gaps.
+    pub passed_gap_share: f64,
+}
+
+impl Breakdown {
+    /// As JSON, in microseconds.
+    pub fn json(&self) -> Value {
+        json!({
+            "kept": self.kept, "passed": self.passed,
+            "kept_gap_us": self.kept_gap / 1e3, "passed_gap_us": self.passed_gap / 1e3,
+            "kept_hold_us": self.kept_hold / 1e3, "passed_hold_us": self.passed_hold / 1e3,
+            "passed_gap_share": self.passed_gap_share,
+        })
+    }
 }
 
 impl Run {
@@ -98,6 +133,7 @@ impl Run {
                     call: w.call[i],
                     granted: w.granted[i],
                     released: w.released[i],
+                    writer: w.id,
                 })
             })
             .collect();
@@ -146,6 +182,36 @@ impl Run {
             .filter(|w| w[1].call < w[0].released)
             .map(|w| w[1].granted - w[0].released)
             .collect()
+    }
+
+    /// Where the run's time went between and within turns.
+    pub fn breakdown(&self) -> Breakdown {
+        let txns = self.txns();
+        let mut b = Breakdown::default();
+        let (mut kg, mut pg, mut kh, mut ph) = (0i64, 0i64, 0i64, 0i64);
+        for w in txns.windows(2) {
+            let gap = (w[1].granted - w[0].released).max(0);
+            let hold = w[1].released - w[1].granted;
+            if w[1].writer == w[0].writer {
+                b.kept += 1;
+                kg += gap;
+                kh += hold;
+            } else {
+                b.passed += 1;
+                pg += gap;
+                ph += hold;
+            }
+        }
+        let mean = |sum: i64, n: usize| if n == 0 { 0.0 } else { sum as f64 / n as f64 };
+        b.kept_gap = mean(kg, b.kept);
+        b.passed_gap = mean(pg, b.passed);
+        b.kept_hold = mean(kh, b.kept);
+        b.passed_hold = mean(ph, b.passed);
+        if let (Some(first), Some(last)) = (txns.first(), txns.last()) {
+            let span = (last.released - first.granted).max(1);
+            b.passed_gap_share = pg as f64 / span as f64;
+        }
+        b
     }
 
     /// The last commit's end (ns after the start instant).

@@ -30,9 +30,11 @@ use serde_json::json;
 
 use crate::report::{Report, Target};
 
-const USAGE: &str = "usage: writerlock-bench [--quick] [--only 1,2,3,4,5,8,6,7] [--out DIR]
+const USAGE: &str =
+    "usage: writerlock-bench [--quick] [--only 1,2,3,4,5,8,6,7] [--writers 1,2,4,8,16] [--out DIR]
   --quick    the short run (also QUICK=1 in the environment)
   --only     run only these scenarios (4 and 5 use the runs of 1 and 3)
+  --writers  scenario 3's writer counts (default 1,2,4,8,16; targets need 16)
   --out      where results.json, results.txt and waits.svg go (default target/bench)
 The Postgres scenarios (6, 7) need TEST_DATABASE_URL; bench/run.sh provides a throwaway cluster.";
 
@@ -42,6 +44,7 @@ type Step = fn(&mut sqlite::Sqlite) -> error::Result<()>;
 struct Options {
     quick: bool,
     only: Vec<String>,
+    writers: Vec<usize>,
     out: PathBuf,
 }
 
@@ -49,6 +52,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
     let mut o = Options {
         quick: std::env::var("QUICK").is_ok_and(|v| !v.is_empty() && v != "0"),
         only: Vec::new(),
+        writers: vec![1, 2, 4, 8, 16],
         out: PathBuf::from("target/bench"),
     };
     let mut it = args.iter();
@@ -58,6 +62,14 @@ fn parse(args: &[String]) -> Result<Options, String> {
             "--only" => {
                 let v = it.next().ok_or("--only needs a list")?;
                 o.only = v.split(',').map(|s| s.trim().to_string()).collect();
+            }
+            "--writers" => {
+                let v = it.next().ok_or("--writers needs a list")?;
+                o.writers = v
+                    .split(',')
+                    .map(|s| s.trim().parse::<usize>().ok().filter(|&n| n > 0))
+                    .collect::<Option<Vec<_>>>()
+                    .ok_or(format!("--writers wants positive counts, got {v:?}"))?;
             }
             "--out" => o.out = PathBuf::from(it.next().ok_or("--out needs a directory")?),
             "-h" | "--help" => return Err(String::new()),
@@ -132,6 +144,7 @@ fn run(opts: &Options) -> ExitCode {
 
     {
         let mut sq = sqlite::Sqlite::new(opts.quick, &tmp, &mut report);
+        sq.set_s3_writers(&opts.writers);
         let steps: [(&str, Step); 6] = [
             ("1", |s| s.scenario1()),
             ("2", |s| s.scenario2()),

@@ -30,6 +30,7 @@ pub struct Sqlite<'r> {
     /// Scenario 3's 16-writer runs, kept for scenarios 4 and 5.
     s3_top: Vec<(Mode, Run, i64)>,
     top_writers: usize,
+    s3_writers: Vec<usize>,
 }
 
 fn ms(d: Duration) -> i64 {
@@ -96,7 +97,13 @@ impl<'r> Sqlite<'r> {
             s1: Vec::new(),
             s3_top: Vec::new(),
             top_writers: 16,
+            s3_writers: vec![1, 2, 4, 8, 16],
         }
+    }
+
+    /// Scenario 3's writer counts.
+    pub fn set_s3_writers(&mut self, writers: &[usize]) {
+        self.s3_writers = writers.to_vec();
     }
 
     /// The report the scenarios write to.
@@ -417,7 +424,7 @@ impl<'r> Sqlite<'r> {
         // The machine may be shared: each group of runs gets its own serial
         // baseline, measured just before it.
         let mut groups = Vec::new();
-        for n in [1usize, 2, 4, 8, 16] {
+        for n in self.s3_writers.clone() {
             let (db, serial) = self.run(&format!("s3-{n}-serial"), 1, short(Mode::Immediate))?;
             Self::done(&db);
             let serial_rate = serial.committed(Some(end)) as f64 / dur.as_secs_f64();
@@ -494,7 +501,16 @@ impl<'r> Sqlite<'r> {
                     "censored_waits": run.workers.iter().map(|w| w.censored.len()).sum::<usize>(),
                     "failed": run.failed(),
                     "lost": check.lost(),
+                    "turns": run.breakdown().json(),
                 }));
+                if mode == Mode::Handoff {
+                    let b = run.breakdown();
+                    table.note(format!(
+                        "{} at {n} writers: {} turns kept (gap {}, turn {}), {} passed on (gap {}, turn {}); hand-over gaps took {:.1} % of the run.",
+                        mode.label(), b.kept, human(b.kept_gap as i64), human(b.kept_hold as i64),
+                        b.passed, human(b.passed_gap as i64), human(b.passed_hold as i64), b.passed_gap_share * 100.0
+                    ));
+                }
                 if n == self.top_writers {
                     if QUEUE.contains(&mode) {
                         for issue in [7, 8] {
