@@ -14,7 +14,7 @@
 //! are still waited for by polling. Every futex wait has a timeout, so a
 //! lost wake-up costs at most one poll interval, never a stall.
 //!
-//! Layout (version [`LAYOUT_VERSION`], 16 KiB): a 64-byte header, then 255
+//! Layout (version [`LAYOUT_VERSION`], 16 KiB): a 128-byte header, then 254
 //! slots of 64 bytes, one per waiting writer. A waiter claims a free slot,
 //! draws a ticket from the header's counter and sleeps on its slot's futex
 //! word; only the waiter with the lowest live ticket (the head) tries the
@@ -47,7 +47,7 @@ const IDENTITY: u64 = (MAGIC << 32) | LAYOUT_VERSION as u64;
 /// Bytes the page takes at the start of the queue file.
 pub const PAGE_BYTES: usize = 16 * 1024;
 /// Waiters the page can hold; more wait by polling.
-pub const SLOTS: usize = 255;
+pub const SLOTS: usize = 254;
 /// Where the per-slot liveness bytes start in the queue file.
 const LIVENESS_BASE: i64 = 1 << 20;
 /// How often the waiter second in line checks that the head is alive (and
@@ -113,6 +113,10 @@ struct Header {
     high_water: AtomicU32,
     /// The pid of the page-aware writer holding the lock (0: none recorded).
     holder_pid: AtomicU32,
+    /// The CPU that writer last took the lock on, plus one (0: unknown). A
+    /// head woken onto the same CPU sleeps instead of spinning, which would
+    /// only take the CPU from the holder.
+    holder_cpu: AtomicU32,
 }
 
 #[repr(C, align(64))]
@@ -126,6 +130,8 @@ struct Slot {
     /// Set with a wake-up that says the holder's slice ends within a few
     /// turns: the head stays running (spins) instead of sleeping again.
     ending: AtomicU32,
+    /// The CPU the waiter last went to sleep on, plus one (0: unknown).
+    cpu: AtomicU32,
 }
 
 #[repr(C)]
@@ -234,6 +240,13 @@ fn now_us() -> u64 {
     ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1000
 }
 
+/// The CPU this thread runs on, plus one (0: unknown).
+fn current_cpu() -> u32 {
+    // SAFETY: no arguments; glibc answers from the vDSO.
+    let cpu = unsafe { libc::sched_getcpu() };
+    u32::try_from(cpu).map_or(0, |c| c + 1)
+}
+
 fn futex_wait(word: &AtomicU32, seen: u32, timeout: Duration) {
     let ts = libc::timespec {
         tv_sec: timeout.as_secs() as libc::time_t,
@@ -329,6 +342,7 @@ impl PageRef {
                 .high_water
                 .fetch_max(index as u32 + 1, Ordering::AcqRel);
             slot.ending.store(0, Ordering::Release);
+            slot.cpu.store(0, Ordering::Release);
             let ticket = layout.header.next_ticket.fetch_add(1, Ordering::AcqRel) + 1;
             slot.ticket.store(ticket, Ordering::Release);
             return Some(Place { index, ticket });
@@ -414,15 +428,27 @@ impl PageRef {
     /// for the slice's end). Liveness is not checked here, on every
     /// release: a dead head's wake-up is lost, and the waiters behind it
     /// reap it at their next recheck.
-    fn wake_oldest(&self, ending: bool) {
-        if let Some((index, _)) = self.oldest() {
-            let slot = &self.layout().slots[index];
-            if ending {
-                slot.ending.store(1, Ordering::Release);
-            }
-            slot.word.fetch_add(1, Ordering::AcqRel);
-            futex_wake(&slot.word, 1);
+    ///
+    /// Returns whether the woken waiter sleeps on this thread's CPU, where
+    /// it can only run once this thread stops or yields.
+    fn wake_oldest(&self, ending: bool) -> bool {
+        let Some((index, _)) = self.oldest() else {
+            return false;
+        };
+        let slot = &self.layout().slots[index];
+        if ending {
+            slot.ending.store(1, Ordering::Release);
         }
+        slot.word.fetch_add(1, Ordering::AcqRel);
+        futex_wake(&slot.word, 1);
+        let cpu = current_cpu();
+        cpu != 0 && cpu == slot.cpu.load(Ordering::Acquire)
+    }
+
+    /// The CPU the oldest waiter last went to sleep on (plus one).
+    fn oldest_cpu(&self) -> Option<u32> {
+        let (index, _) = self.oldest()?;
+        Some(self.layout().slots[index].cpu.load(Ordering::Acquire)).filter(|&c| c != 0)
     }
 
     /// Records that a page-aware writer took the lock, ending yields. A
@@ -430,7 +456,6 @@ impl PageRef {
     fn note_acquired(&self, fresh: bool) {
         let header = &self.layout().header;
         let now = now_us();
-        header.comeback_until_us.store(0, Ordering::SeqCst);
         if fresh {
             header.slice_until_us.store(
                 now + crate::wait::SLICE.as_micros() as u64,
@@ -438,9 +463,12 @@ impl PageRef {
             );
         }
         header.held_since_us.store(now, Ordering::Release);
+        header.holder_cpu.store(current_cpu(), Ordering::Release);
         header
             .holder_pid
-            .store(crate::lockfiles::current_pid(), Ordering::Release);
+            .store(crate::lockfiles::current_pid(), Ordering::SeqCst);
+        // After the pid: a spinning head never sees neither.
+        header.comeback_until_us.store(0, Ordering::SeqCst);
         header.active_at_us.store(now, Ordering::Release);
         header.acquired.fetch_add(1, Ordering::AcqRel);
         if header.yielders.load(Ordering::Acquire) > 0 {
@@ -467,9 +495,24 @@ impl PageRef {
         header.holder_pid.store(0, Ordering::Release);
         header.active_at_us.store(now, Ordering::Release);
         match leaving {
-            _ if !keep => self.wake_oldest(false),
-            Leaving::ComingBackFirst => self.wake_oldest(false),
-            Leaving::ComingBackLast => self.wake_oldest(true),
+            _ if !keep => {
+                if self.wake_oldest(false) {
+                    // The next writer waits on our CPU: let it run now
+                    // rather than after whatever this thread does next.
+                    // SAFETY: no arguments.
+                    unsafe { libc::sched_yield() };
+                }
+            }
+            Leaving::ComingBackFirst => {
+                self.wake_oldest(false);
+            }
+            Leaving::ComingBackLast => {
+                // Not onto our own CPU, where it would only preempt us: the
+                // slice's end wakes it, and we yield then.
+                if self.oldest_cpu() != Some(current_cpu()) {
+                    self.wake_oldest(true);
+                }
+            }
             Leaving::Done | Leaving::ComingBack => {}
         }
     }
@@ -490,6 +533,12 @@ impl PageRef {
             if now >= until || deadline.passed() {
                 return false;
             }
+            let cpu = current_cpu();
+            if cpu != 0 && cpu == header.holder_cpu.load(Ordering::Acquire) {
+                // Woken onto the holder's CPU: spinning here would only slow
+                // the holder down. Sleep; the slice's end wakes us.
+                return false;
+            }
             looks += 1;
             if looks % 16 == 0 {
                 // Leave the CPU to the holder if it shares ours.
@@ -503,10 +552,12 @@ impl PageRef {
         }
     }
 
-    /// When the head should next look at the lock, if sooner than its poll:
-    /// at the end of a holder's come-back window, or every [`COMEBACK`]
-    /// while a slice is open (its releases wake nobody). `None` when the
-    /// head may try the lock now (`Some(ZERO)` never happens).
+    /// Whether the head may try the lock now, and when it should look
+    /// again if sooner than its usual poll: at the end of a holder's
+    /// come-back window, or, while a slice is open (its releases wake
+    /// nobody), every [`COMEBACK`]. A head that sleeps on the holder's CPU
+    /// sleeps to the slice's end instead: every wake-up there would preempt
+    /// the holder.
     fn head_pause(&self) -> (bool, Option<Duration>) {
         let header = &self.layout().header;
         let now = now_us();
@@ -514,8 +565,16 @@ impl PageRef {
         if back > now {
             return (false, Some(Duration::from_micros(back - now)));
         }
-        let open = header.slice_until_us.load(Ordering::SeqCst) > now;
-        (true, open.then_some(COMEBACK))
+        let until = header.slice_until_us.load(Ordering::SeqCst);
+        if until <= now {
+            return (true, None);
+        }
+        let cpu = current_cpu();
+        if cpu != 0 && cpu == header.holder_cpu.load(Ordering::Acquire) {
+            (true, Some(Duration::from_micros(until - now)))
+        } else {
+            (true, Some(COMEBACK))
+        }
     }
 
     /// True when no page-aware writer took or released the lock for longer
@@ -564,8 +623,11 @@ pub(crate) fn wait_for_turn(
             return Ok(true);
         }
     }
-    let others = join_queue(view, deadline)?;
+    // A page-aware writer is on the page for as long as it holds the queue
+    // file (it joins the page first and leaves it last), so writers in the
+    // queue file that are not on the page are writers that can only poll.
     let Some(place) = page.join() else {
+        let others = join_queue(view, deadline)?;
         if others {
             std::thread::sleep(YIELD.min(deadline.left()));
         }
@@ -576,10 +638,16 @@ pub(crate) fn wait_for_turn(
         }
         return result.map(|()| false);
     };
+    let others = match join_queue(view, deadline) {
+        Ok(others) => others,
+        Err(gave) => {
+            page.leave(place);
+            return Err(gave);
+        }
+    };
     // Writers hold the queue file but none is on the page: they can only
     // poll, so once we find the lock free we leave it to them for up to
-    // 30 ms (checked again then: one of them may have been a page-aware
-    // writer that had just taken the lock).
+    // 30 ms (checked again then, as they may have taken and left it).
     let mut may_yield = others && !page.others_waiting(place);
     // Woken ahead of a slice's end: stay running until then.
     let mut spin_until: Option<u64> = None;
@@ -636,6 +704,7 @@ pub(crate) fn wait_for_turn(
             1 => RECHECK,
             _ => RECHECK_FAR,
         };
+        slot.cpu.store(current_cpu(), Ordering::Relaxed);
         futex_wait(&slot.word, seen, timeout.min(deadline.left()));
         if slot.ending.swap(0, Ordering::AcqRel) != 0 {
             spin_until = Some(now_us() + SPIN.as_micros() as u64);
@@ -650,8 +719,8 @@ pub(crate) fn wait_for_turn(
     if result.is_ok() {
         page.note_acquired(true);
     }
-    page.leave(place);
     leave_queue(view);
+    page.leave(place);
     if result.is_err() {
         // Gave up: pass the wake-up on in case it was meant for us.
         page.wake_oldest(false);
