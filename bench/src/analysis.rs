@@ -231,6 +231,16 @@ impl Run {
             .sum()
     }
 
+    /// The longest time one committed transaction held the lock (BEGIN
+    /// returned to commit returned).
+    pub fn longest_turn(&self) -> i64 {
+        self.workers
+            .iter()
+            .flat_map(|w| w.granted.iter().zip(&w.released).map(|(g, r)| r - g))
+            .max()
+            .unwrap_or(0)
+    }
+
     /// Commits per writer (ended by `until` when given).
     pub fn per_writer(&self, until: Option<i64>) -> Vec<usize> {
         self.workers

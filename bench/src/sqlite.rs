@@ -428,6 +428,7 @@ impl<'r> Sqlite<'r> {
             let (db, serial) = self.run(&format!("s3-{n}-serial"), 1, short(Mode::Immediate))?;
             Self::done(&db);
             let serial_rate = serial.committed(Some(end)) as f64 / dur.as_secs_f64();
+            let serial_longest = serial.longest_turn();
             let mut runs = Vec::new();
             for mode in COMPARED {
                 let (db, run) = self.run(&format!("s3-{n}-{}", mode.name()), n, short(mode))?;
@@ -435,7 +436,7 @@ impl<'r> Sqlite<'r> {
                 Self::done(&db);
                 runs.push((mode, run, check));
             }
-            groups.push((n, serial_rate, runs));
+            groups.push((n, serial_rate, serial_longest, runs));
         }
         // Interference from other work only ever slows a run down, so the
         // best of the serial runs is the serial rate (the strictest baseline).
@@ -456,10 +457,11 @@ impl<'r> Sqlite<'r> {
                 "worst from mean",
                 "wait p50 / p99",
                 "longest wait",
+                "longest txn",
             ],
         );
         let mut json_rows = Vec::new();
-        for (n, group_serial, runs) in groups {
+        for (n, group_serial, serial_longest, runs) in groups {
             table.row(vec![
                 "1".into(),
                 "serial: one process alone, no queue".into(),
@@ -469,9 +471,10 @@ impl<'r> Sqlite<'r> {
                 String::new(),
                 String::new(),
                 String::new(),
+                human(serial_longest),
             ]);
             json_rows.push(
-                json!({"before_writers": n, "mode": "serial", "commits_per_s": group_serial}),
+                json!({"before_writers": n, "mode": "serial", "commits_per_s": group_serial, "longest_txn_ms": serial_longest as f64 / 1e6}),
             );
             for (mode, run, check) in runs {
                 let commits = run.committed(Some(end));
@@ -488,6 +491,7 @@ impl<'r> Sqlite<'r> {
                     format!("{:.1} %", spread.worst * 100.0),
                     format!("{} / {}", human(waits.p50), human(waits.p99)),
                     human(longest),
+                    human(run.longest_turn()),
                 ]);
                 json_rows.push(json!({
                     "writers": n,
@@ -498,6 +502,7 @@ impl<'r> Sqlite<'r> {
                     "per_writer": spread.json(),
                     "waits": waits.json_us(),
                     "longest_wait_ms": longest as f64 / 1e6,
+                    "longest_txn_ms": run.longest_turn() as f64 / 1e6,
                     "censored_waits": run.workers.iter().map(|w| w.censored.len()).sum::<usize>(),
                     "failed": run.failed(),
                     "lost": check.lost(),
@@ -549,6 +554,7 @@ impl<'r> Sqlite<'r> {
             }
         }
         table.note("÷ serial: against one process committing alone with BEGIN IMMEDIATE and no queue, run before each group; the best of those runs is the serial rate (other work on a shared machine only slows a run).");
+        table.note("Longest txn: the longest BEGIN-returned to commit-returned time of one transaction, the serial run's included: a WAL checkpoint's fsync (every ~1000 pages) or a preemption. A writer waiting behind 15 slices waits through every such transaction in them, which no queue can shorten.");
         table.note("Waits include those still running at the end of the run (counted to the end). Deferred BEGIN with one INSERT takes the write lock at that first statement, under the busy handler: here it behaves like BEGIN IMMEDIATE.");
         table.note("Issue 8 measured: busy handler 1.12 (4 writers) / 1.05 (16), longest wait 5.0 s / 5.2 s; seed protocol 0.02 / 0.07, longest 44 / 55 ms.");
         self.report.table(table);
