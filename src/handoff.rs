@@ -424,25 +424,26 @@ impl PageRef {
         None
     }
 
-    /// Wakes the waiter with the oldest ticket (`ending`: to stay running
-    /// for the slice's end). Liveness is not checked here, on every
-    /// release: a dead head's wake-up is lost, and the waiters behind it
-    /// reap it at their next recheck.
+    /// Wakes the waiter with the oldest ticket. Liveness is not checked
+    /// here, on every release: a dead head's wake-up is lost, and the
+    /// waiters behind it reap it at their next recheck.
+    ///
+    /// `ending`: a wake-up ahead of the slice's end, to stay running for
+    /// it. Not sent to a waiter asleep on our own CPU, where it would only
+    /// preempt us: the slice's end wakes that one.
     fn wake_oldest(&self, ending: bool) {
-        if let Some((index, _)) = self.oldest() {
-            let slot = &self.layout().slots[index];
-            if ending {
-                slot.ending.store(1, Ordering::Release);
+        let Some((index, _)) = self.oldest() else {
+            return;
+        };
+        let slot = &self.layout().slots[index];
+        if ending {
+            if slot.cpu.load(Ordering::Acquire) == current_cpu() {
+                return;
             }
-            slot.word.fetch_add(1, Ordering::AcqRel);
-            futex_wake(&slot.word, 1);
+            slot.ending.store(1, Ordering::Release);
         }
-    }
-
-    /// The CPU the oldest waiter last went to sleep on (plus one).
-    fn oldest_cpu(&self) -> Option<u32> {
-        let (index, _) = self.oldest()?;
-        Some(self.layout().slots[index].cpu.load(Ordering::Acquire)).filter(|&c| c != 0)
+        slot.word.fetch_add(1, Ordering::AcqRel);
+        futex_wake(&slot.word, 1);
     }
 
     /// Records that a page-aware writer took the lock, ending yields. A
@@ -488,20 +489,13 @@ impl PageRef {
         }
         header.holder_pid.store(0, Ordering::Release);
         header.active_at_us.store(now, Ordering::Release);
-        match leaving {
-            // No sched_yield() for a next writer asleep on our CPU: measured,
-            // the yielded writer stayed runnable there and later preempted
-            // the new holder mid-turn (turns 19-20 µs instead of 14-15).
-            _ if !keep => self.wake_oldest(false),
-            Leaving::ComingBackFirst => self.wake_oldest(false),
-            Leaving::ComingBackLast => {
-                // Not onto our own CPU, where it would only preempt us: the
-                // slice's end wakes it.
-                if self.oldest_cpu() != Some(current_cpu()) {
-                    self.wake_oldest(true);
-                }
-            }
-            Leaving::Done | Leaving::ComingBack => {}
+        // No sched_yield() for a next writer asleep on our CPU: measured,
+        // the yielded writer stayed runnable there and later preempted the
+        // new holder mid-turn (turns 19-20 µs instead of 14-15).
+        if !keep || leaving == Leaving::ComingBackFirst {
+            self.wake_oldest(false);
+        } else if leaving == Leaving::ComingBackLast {
+            self.wake_oldest(true);
         }
     }
 
@@ -518,13 +512,9 @@ impl PageRef {
             {
                 return true;
             }
-            if now >= until || deadline.passed() {
-                return false;
-            }
-            let cpu = current_cpu();
-            if cpu != 0 && cpu == header.holder_cpu.load(Ordering::Acquire) {
-                // Woken onto the holder's CPU: spinning here would only slow
-                // the holder down. Sleep; the slice's end wakes us.
+            // Woken onto the holder's CPU, spinning would only slow the
+            // holder down: sleep instead; the slice's end wakes us.
+            if now >= until || deadline.passed() || self.on_holders_cpu() {
                 return false;
             }
             looks += 1;
@@ -557,12 +547,17 @@ impl PageRef {
         if until <= now {
             return (true, None);
         }
-        let cpu = current_cpu();
-        if cpu != 0 && cpu == header.holder_cpu.load(Ordering::Acquire) {
+        if self.on_holders_cpu() {
             (true, Some(Duration::from_micros(until - now)))
         } else {
             (true, Some(COMEBACK))
         }
+    }
+
+    /// Whether this thread runs on the CPU the holder last took the lock on.
+    fn on_holders_cpu(&self) -> bool {
+        let cpu = current_cpu();
+        cpu != 0 && cpu == self.layout().header.holder_cpu.load(Ordering::Acquire)
     }
 
     /// True when no page-aware writer took or released the lock for longer

@@ -58,8 +58,6 @@ struct State {
     /// and how many turns it took straight back since.
     slice_start: Option<Instant>,
     slice_turns: u32,
-    /// Releases so far in this slice.
-    slice_releases: u32,
     /// Whether this slice already woke the head ahead of its end.
     woke_ahead: bool,
     /// Threads of this process waiting for another thread's turn to end.
@@ -88,15 +86,18 @@ impl State {
         self.slice_turns < SLICE_TURNS && self.slice_start.is_some_and(|s| s.elapsed() < SLICE)
     }
 
-    /// How a release now leaves the lock (see [`Leaving`]).
+    /// How a release now leaves the lock (see [`Leaving`]). The first
+    /// release of a slice is the one before any turn was taken back.
     fn leaving(&mut self) -> Leaving {
-        let Some(start) = self.slice_start.filter(|_| self.slice_open()) else {
+        let Some(elapsed) = self.slice_start.map(|s| s.elapsed()) else {
             return Leaving::Done;
         };
-        self.slice_releases += 1;
+        if self.slice_turns >= SLICE_TURNS || elapsed >= SLICE {
+            return Leaving::Done;
+        }
         let ending = self.slice_turns + WAKE_AHEAD_TURNS >= SLICE_TURNS
-            || start.elapsed() + WAKE_AHEAD_TIME >= SLICE;
-        if self.slice_releases == 1 {
+            || elapsed + WAKE_AHEAD_TIME >= SLICE;
+        if self.slice_turns == 0 {
             Leaving::ComingBackFirst
         } else if ending && !self.woke_ahead {
             self.woke_ahead = true;
@@ -307,7 +308,6 @@ impl WriterQueue {
                     st.slice_start = Some(Instant::now());
                     st.slice_turns = 0;
                     st.woke_ahead = false;
-                    st.slice_releases = 0;
                 }
                 Ok(())
             }

@@ -109,27 +109,7 @@ impl Target {
         limit: f64,
         fmt: impl Fn(f64) -> String,
     ) -> Target {
-        let met = value <= limit;
-        let distance = if met {
-            format!("met, {} to spare", fmt(limit - value))
-        } else if limit > 0.0 && value / limit >= 1.5 {
-            format!(
-                "misses by {} ({:.1}× the target)",
-                fmt(value - limit),
-                value / limit
-            )
-        } else {
-            format!("misses by {}", fmt(value - limit))
-        };
-        Target {
-            issue,
-            what: what.into(),
-            mode: mode.into(),
-            goal: format!("≤ {}", fmt(limit)),
-            measured: fmt(value),
-            met: Some(met),
-            distance,
-        }
+        Target::bound(issue, what, mode, value, limit, fmt, true)
     }
 
     /// A target "at least `limit`" measured as `value`.
@@ -141,23 +121,47 @@ impl Target {
         limit: f64,
         fmt: impl Fn(f64) -> String,
     ) -> Target {
-        let met = value >= limit;
-        let distance = if met {
-            format!("met, {} to spare", fmt(value - limit))
-        } else if value > 0.0 && limit / value >= 1.5 {
-            format!(
-                "misses by {} (the target is {:.0}× the figure)",
-                fmt(limit - value),
-                limit / value
+        Target::bound(issue, what, mode, value, limit, fmt, false)
+    }
+
+    /// A bound either way: the distance says by how much it was met or
+    /// missed, and how many times off a figure is when it is far off.
+    fn bound(
+        issue: u32,
+        what: &str,
+        mode: &str,
+        value: f64,
+        limit: f64,
+        fmt: impl Fn(f64) -> String,
+        at_most: bool,
+    ) -> Target {
+        let (met, short, times) = if at_most {
+            (
+                value <= limit,
+                value - limit,
+                (limit > 0.0).then(|| value / limit),
             )
         } else {
-            format!("misses by {}", fmt(limit - value))
+            (
+                value >= limit,
+                limit - value,
+                (value > 0.0).then(|| limit / value),
+            )
+        };
+        let distance = match times.filter(|&t| t >= 1.5) {
+            _ if met => format!("met, {} to spare", fmt(-short)),
+            Some(t) if at_most => format!("misses by {} ({t:.1}× the target)", fmt(short)),
+            Some(t) => format!(
+                "misses by {} (the target is {t:.0}× the figure)",
+                fmt(short)
+            ),
+            None => format!("misses by {}", fmt(short)),
         };
         Target {
             issue,
             what: what.into(),
             mode: mode.into(),
-            goal: format!("≥ {}", fmt(limit)),
+            goal: format!("{} {}", if at_most { "≤" } else { "≥" }, fmt(limit)),
             measured: fmt(value),
             met: Some(met),
             distance,

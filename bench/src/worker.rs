@@ -201,6 +201,19 @@ struct Times {
     released: u64,
 }
 
+impl Times {
+    /// A transaction whose turn began with its `BEGIN`, released now.
+    fn of_begin(call: u64, granted: u64, turn_end: u64) -> Times {
+        Times {
+            call,
+            granted,
+            turn_start: granted,
+            turn_end,
+            released: now_ns(),
+        }
+    }
+}
+
 /// A transaction that did not commit.
 struct Fail {
     at: u64,
@@ -364,13 +377,7 @@ impl Worker {
                 self.hold();
                 let turn_end = now_ns();
                 self.commit_or_roll_back()?;
-                Ok(Times {
-                    call,
-                    granted,
-                    turn_start: granted,
-                    turn_end,
-                    released: now_ns(),
-                })
+                Ok(Times::of_begin(call, granted, turn_end))
             }
             Locker::Plain => {
                 let _ = self.conn.busy_timeout(Duration::from_millis(busy_ms));
@@ -381,13 +388,7 @@ impl Worker {
                 self.finish(seq)?;
                 let turn_end = now_ns();
                 self.commit_or_roll_back()?;
-                Ok(Times {
-                    call,
-                    granted,
-                    turn_start: granted,
-                    turn_end,
-                    released: now_ns(),
-                })
+                Ok(Times::of_begin(call, granted, turn_end))
             }
             Locker::Queue(queue) if self.cfg.take_api => {
                 let waited = queue
@@ -436,13 +437,7 @@ impl Worker {
                     let _ = queue.rollback(&self.conn);
                     return Err(fail);
                 }
-                Ok(Times {
-                    call,
-                    granted,
-                    turn_start: granted,
-                    turn_end,
-                    released: now_ns(),
-                })
+                Ok(Times::of_begin(call, granted, turn_end))
             }
             Locker::Seed(_) => self.seed_transaction(seq, limit, call),
         }
