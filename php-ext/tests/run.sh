@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# The PHP extension's tests, with real PHP processes: builds writerlock.so
-# (cargo build -p writerlock-php, profile from WL_PROFILE), then runs every *_test.php here
-# with `php -d extension=<abs path>`. Each test script prints "ok - ..." /
-# "not ok - ..." lines; this prints them and a closing "N passed, N failed",
-# and exits non-zero on any failure. Runs from any directory.
+# The PHP extension's tests, run by PHP's own run-tests.php (from php8.2-dev)
+# with real PHP processes: builds writerlock.so (cargo build -p writerlock-php,
+# profile from WL_PROFILE), then runs every *.phpt here with
+# `-d extension=<abs path>`. Multi-process and PHP-FPM scenarios are scripts
+# (*_test.php, printing "ok - ..." lines) that a .phpt runs and compares.
+# A skipped test counts as a failure (a skip must not hide a missing
+# dependency). Arguments: .phpt files to run instead of all of them.
+# Runs from any directory; exits non-zero on any failure.
 set -u
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
@@ -21,14 +24,22 @@ need "$PHP" "apt-get install php8.2-cli"
 need /usr/sbin/php-fpm8.2 "apt-get install php8.2-fpm"
 need cgi-fcgi "apt-get install libfcgi-bin"
 need php-config "apt-get install php8.2-dev libclang-dev (needed to build the extension)"
+RUN_TESTS="${RUN_TESTS:-}"
+if [ -z "$RUN_TESTS" ] && command -v php-config >/dev/null 2>&1; then
+    RUN_TESTS="$(php-config --extension-dir)/build/run-tests.php"
+fi
+if [ ! -f "$RUN_TESTS" ]; then
+    echo "MISSING: PHP's run-tests.php (looked for $RUN_TESTS); install it with: apt-get install php8.2-dev" >&2
+    missing=1
+fi
 if command -v "$PHP" >/dev/null 2>&1; then
     mods="$("$PHP" -m 2>/dev/null)"
     grep -qx sqlite3 <<<"$mods" || { echo "MISSING: PHP's sqlite3 extension; install it with: apt-get install php8.2-sqlite3" >&2; missing=1; }
+    grep -qx pdo_sqlite <<<"$mods" || { echo "MISSING: PHP's pdo_sqlite extension; install it with: apt-get install php8.2-sqlite3" >&2; missing=1; }
     grep -qx pcntl <<<"$mods" || { echo "MISSING: PHP's pcntl extension (built into Debian's php8.2-cli); reinstall php8.2-cli" >&2; missing=1; }
     grep -qx posix <<<"$mods" || { echo "MISSING: PHP's posix extension; install it with: apt-get install php8.2-common" >&2; missing=1; }
 fi
 if [ "$missing" -ne 0 ]; then
-    echo "0 passed, 1 failed"
     exit 1
 fi
 
@@ -36,37 +47,27 @@ PROFILE="${WL_PROFILE:-release}"
 if [[ "$PROFILE" == dev ]]; then PROFILE_DIR=debug; else PROFILE_DIR="$PROFILE"; fi
 echo "building the extension: $CARGO build --profile $PROFILE -p writerlock-php"
 if ! (cd "$ROOT" && "$CARGO" build --profile "$PROFILE" -p writerlock-php); then
-    echo "not ok - cargo build --profile $PROFILE -p writerlock-php"
-    echo "0 passed, 1 failed"
+    echo "FAIL: cargo build --profile $PROFILE -p writerlock-php" >&2
     exit 1
 fi
 EXT="${CARGO_TARGET_DIR:-$ROOT/target}/$PROFILE_DIR/libwriterlock_php.so"
 export WL_EXT="$EXT"
 export WL_ROOT="$ROOT"
+export WL_PROFILE="$PROFILE"
+export NO_INTERACTION=1
 
-passed=0
-failed=0
-for test in "$HERE"/*_test.php; do
-    name="$(basename "$test" .php)"
-    if [ -n "${WL_ONLY:-}" ] && [[ "$name" != *"$WL_ONLY"* ]]; then
-        continue
-    fi
-    echo "# $name"
-    out="$(cd "$HERE" && "$PHP" -d extension="$EXT" "$test" 2>&1)"
-    rc=$?
-    printf '%s\n' "$out" | sed 's/^/  /'
-    ok=$(grep -c '^ok - ' <<<"$out")
-    notok=$(grep -c '^not ok - ' <<<"$out")
-    passed=$((passed + ok))
-    failed=$((failed + notok))
-    if [ "$rc" -ne 0 ] && [ "$notok" -eq 0 ]; then
-        echo "  not ok - $name exited with status $rc"
-        failed=$((failed + 1))
-    elif [ "$ok" -eq 0 ] && [ "$notok" -eq 0 ]; then
-        echo "  not ok - $name ran no test"
-        failed=$((failed + 1))
-    fi
-done
-
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+if [ "$#" -eq 0 ]; then set -- "$HERE"; fi
+results="$(mktemp)"
+trap 'rm -f "$results"' EXIT
+# run-tests.php writes its temporary files next to the tests; -W lists each result.
+"$PHP" "$RUN_TESTS" -q -p "$(command -v "$PHP")" -d "extension=$EXT" \
+    --show-diff --no-progress --set-timeout 240 -W "$results" "$@"
+rc=$?
+if grep -q '^SKIP' "$results"; then
+    echo "FAIL: skipped tests (a skip must not hide a missing dependency):" >&2
+    grep '^SKIP' "$results" >&2
+    exit 1
+fi
+if [ "$rc" -ne 0 ] || grep -qv '^PASS' "$results"; then
+    exit 1
+fi
