@@ -151,6 +151,11 @@ typedef enum wl_result {
      */
     WL_PANIC = 7,
     /**
+     * The wait for the writer turn was interrupted before the turn was
+     * taken; nothing was written.
+     */
+    WL_INTERRUPTED = 8,
+    /**
      * No Postgres session could be opened (an unreachable server, a refused
      * login, an address that cannot be read). The message never contains
      * the password.

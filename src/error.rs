@@ -116,6 +116,20 @@ pub enum Error {
     #[error("{0}")]
     Busy(Busy),
 
+    /// The wait's interrupt check ([`crate::wait::Interrupt`]) ended the
+    /// wait before the writer got its turn: the turn was not taken and
+    /// nothing was written.
+    #[error(
+        "the wait for the writer turn was interrupted after {:.1} s; nothing was written",
+        .waited.as_secs_f64()
+    )]
+    Interrupted {
+        /// Whether a transaction or a single statement was waiting.
+        kind: BusyKind,
+        /// How long the writer had waited, wall clock.
+        waited: Duration,
+    },
+
     /// `BEGIN IMMEDIATE` failed for a reason other than a busy database;
     /// the turn was given back and nothing was written.
     #[error("the transaction could not start: {}; nothing was written", .failure.message)]
@@ -263,6 +277,18 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "the transaction could not start: file is not a database; nothing was written"
+        );
+    }
+
+    #[test]
+    fn interrupted_message() {
+        let e = Error::Interrupted {
+            kind: BusyKind::Transaction,
+            waited: Duration::from_millis(1_260),
+        };
+        assert_eq!(
+            e.to_string(),
+            "the wait for the writer turn was interrupted after 1.3 s; nothing was written"
         );
     }
 

@@ -571,15 +571,22 @@ impl PageRef {
     }
 
     /// Sleeps up to `limit` or until a page-aware writer takes the lock.
-    fn yield_to_others(&self, limit: Duration) {
+    /// False when the wait's interrupt check ended the sleep.
+    fn yield_to_others(&self, limit: Duration, wait: &Deadline) -> bool {
         let header = &self.layout().header;
         let seen = header.acquired.load(Ordering::Acquire);
         header.yielders.fetch_add(1, Ordering::AcqRel);
         let deadline = Deadline::after(limit);
+        let mut interrupted = false;
         while header.acquired.load(Ordering::Acquire) == seen && !deadline.passed() {
-            futex_wait(&header.acquired, seen, deadline.left());
+            futex_wait(&header.acquired, seen, wait.nap(deadline.left()));
+            if wait.interrupted() {
+                interrupted = true;
+                break;
+            }
         }
         header.yielders.fetch_sub(1, Ordering::AcqRel);
+        !interrupted
     }
 
     /// Live waiters on the page other than `place`.
@@ -611,8 +618,9 @@ pub(crate) fn wait_for_turn(
     // queue file that are not on the page are writers that can only poll.
     let Some(place) = page.join() else {
         let others = join_queue(view, deadline)?;
-        if others {
-            std::thread::sleep(YIELD.min(deadline.left()));
+        if others && !deadline.sleep(YIELD) {
+            leave_queue(view);
+            return Err(Gave::Interrupted);
         }
         let result = poll_lock(view, deadline);
         leave_queue(view);
@@ -634,6 +642,9 @@ pub(crate) fn wait_for_turn(
     let mut may_yield = others && !page.others_waiting(place);
     // Woken ahead of a slice's end: stay running until then.
     let mut spin_until: Option<u64> = None;
+    // On unwinding (a panic in a host's interrupt check) the slot and the
+    // queue file are left, so the others do not wait behind a ghost.
+    let unwinding = LeaveOnUnwind { view, page, place };
     let result = (|| loop {
         let slot = &page.layout().slots[place.index];
         let seen = slot.word.load(Ordering::Acquire);
@@ -660,7 +671,9 @@ pub(crate) fn wait_for_turn(
                         may_yield = false;
                         if poll_only_waiting(view, deadline)? && !page.others_waiting(place) {
                             let _ = crate::lockfiles::unlock(view.lock_fd);
-                            page.yield_to_others(YIELD.min(deadline.left()));
+                            if !page.yield_to_others(YIELD.min(deadline.left()), deadline) {
+                                return Err(Gave::Interrupted);
+                            }
                             continue;
                         }
                         return Ok(());
@@ -679,6 +692,9 @@ pub(crate) fn wait_for_turn(
         if deadline.passed() {
             return Err(Gave::Up);
         }
+        if deadline.interrupted() {
+            return Err(Gave::Interrupted);
+        }
         if spin_until.is_some() {
             continue;
         }
@@ -688,7 +704,9 @@ pub(crate) fn wait_for_turn(
             _ => RECHECK_FAR,
         };
         slot.cpu.store(current_cpu(), Ordering::Relaxed);
-        futex_wait(&slot.word, seen, timeout.min(deadline.left()));
+        if !sleep_on(&slot.word, seen, timeout, deadline) {
+            return Err(Gave::Interrupted);
+        }
         if slot.ending.swap(0, Ordering::AcqRel) != 0 {
             spin_until = Some(now_us() + SPIN.as_micros() as u64);
         }
@@ -697,6 +715,7 @@ pub(crate) fn wait_for_turn(
             let _ = page.oldest_alive(Some(place.index));
         }
     })();
+    std::mem::forget(unwinding);
     // Record the new slice before leaving the page, so the waiter that
     // becomes head next already sees it open.
     if result.is_ok() {
@@ -709,6 +728,38 @@ pub(crate) fn wait_for_turn(
         page.wake_oldest(false);
     }
     result.map(|()| false)
+}
+
+/// Leaves the queue file and the page's slot if a wait unwinds.
+struct LeaveOnUnwind<'a> {
+    view: &'a FilesView,
+    page: PageRef,
+    place: Place,
+}
+
+impl Drop for LeaveOnUnwind<'_> {
+    fn drop(&mut self) {
+        leave_queue(self.view);
+        self.page.leave(self.place);
+        self.page.wake_oldest(false);
+    }
+}
+
+/// Sleeps on a futex word until it moves from `seen` or `timeout` passes
+/// (at most the time left), running the wait's interrupt check at least
+/// every [`crate::wait::INTERRUPT_CHECK`]. False when the check ended it.
+fn sleep_on(word: &AtomicU32, seen: u32, timeout: Duration, deadline: &Deadline) -> bool {
+    let until = std::time::Instant::now() + timeout.min(deadline.left());
+    loop {
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() || word.load(Ordering::Acquire) != seen {
+            return true;
+        }
+        futex_wait(word, seen, deadline.nap(left));
+        if deadline.interrupted() {
+            return false;
+        }
+    }
 }
 
 /// Whether writers other than us hold the queue file (we hold it shared):

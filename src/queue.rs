@@ -139,6 +139,8 @@ pub(crate) struct FilesView {
 pub(crate) enum Gave {
     /// The deadline passed.
     Up,
+    /// The wait's interrupt check asked to stop.
+    Interrupted,
     /// A system call failed.
     Failed(std::io::Error),
 }
@@ -194,7 +196,7 @@ impl WriterQueue {
     /// run `BEGIN` themselves. Returns how long it waited. `kind` picks the
     /// busy message if the limit runs out.
     pub fn take(&self, kind: BusyKind, wait: &Wait) -> Result<Duration> {
-        let deadline = Deadline::after(wait.limit());
+        let deadline = Deadline::of(wait);
         self.take_until(kind, wait, &deadline)?;
         let waited = deadline.waited();
         self.state().last_wait = waited;
@@ -247,6 +249,13 @@ impl WriterQueue {
         })
     }
 
+    fn interrupted(kind: BusyKind, deadline: &Deadline) -> Error {
+        Error::Interrupted {
+            kind,
+            waited: deadline.waited(),
+        }
+    }
+
     fn take_until(&self, kind: BusyKind, wait: &Wait, deadline: &Deadline) -> Result<()> {
         let me = Owner::current();
         let (view, in_slice) = {
@@ -264,11 +273,22 @@ impl WriterQueue {
                         st.waiting_threads += 1;
                         st = self
                             .turn_free
-                            .wait_timeout(st, left)
+                            .wait_timeout(st, deadline.nap(left))
                             .unwrap_or_else(|p| p.into_inner())
                             .0;
                         st.waiting_threads = st.waiting_threads.saturating_sub(1);
-                        st.refresh_after_fork();
+                        if st.owner.is_some() {
+                            // The check runs without the state's mutex: a
+                            // host's check may take its interpreter lock,
+                            // which a thread asking holding() may hold.
+                            drop(st);
+                            if deadline.interrupted() {
+                                return Err(Self::interrupted(kind, deadline));
+                            }
+                            st = self.state();
+                        } else {
+                            st.refresh_after_fork();
+                        }
                     }
                 }
             }
@@ -293,17 +313,24 @@ impl WriterQueue {
             (view, st.slice_open())
         };
 
+        // A panic inside the wait (a host's interrupt check) must not leave
+        // the handle owned by a wait that no longer runs.
+        let unwinding = ResetOnUnwind {
+            queue: self,
+            lock_fd: view.lock_fd,
+        };
         let outcome = match view.page {
             Some(page) => crate::handoff::wait_for_turn(&view, page, deadline, in_slice),
             None => wait_for_turn_polling(&view, deadline).map(|()| false),
         };
+        std::mem::forget(unwinding);
 
         let mut st = self.state();
         match outcome {
             Ok(took_back) => {
                 st.holding = true;
                 if took_back {
-                    st.slice_turns += 1;
+                    st.slice_turns = st.slice_turns.saturating_add(1);
                 } else {
                     st.slice_start = Some(Instant::now());
                     st.slice_turns = 0;
@@ -325,6 +352,7 @@ impl WriterQueue {
                 }
                 match gave {
                     Gave::Up => Err(self.busy(kind, wait, deadline)),
+                    Gave::Interrupted => Err(Self::interrupted(kind, deadline)),
                     Gave::Failed(source) => Err(Error::Flock { path, source }),
                 }
             }
@@ -338,7 +366,7 @@ impl WriterQueue {
         if conn.in_transaction() == Some(true) {
             return Err(Error::InTransaction);
         }
-        let deadline = Deadline::after(wait.limit());
+        let deadline = Deadline::of(wait);
         self.take_until(BusyKind::Transaction, wait, &deadline)?;
         let started = conn
             .set_busy_timeout(deadline.left())
@@ -421,7 +449,7 @@ impl WriterQueue {
         wait: &Wait,
         mut statement: impl FnMut(Duration) -> std::result::Result<T, SqliteFailure>,
     ) -> Result<T> {
-        let deadline = Deadline::after(wait.limit());
+        let deadline = Deadline::of(wait);
         self.take_until(BusyKind::Statement, wait, &deadline)?;
         self.state().last_wait = deadline.waited();
         loop {
@@ -431,7 +459,10 @@ impl WriterQueue {
                     return Ok(value);
                 }
                 Err(failure) if failure.is_busy() && !deadline.passed() => {
-                    std::thread::sleep(poll_pause(deadline.waited()).min(deadline.left()));
+                    if !deadline.sleep(poll_pause(deadline.waited())) {
+                        let _ = self.release();
+                        return Err(Self::interrupted(BusyKind::Statement, &deadline));
+                    }
                 }
                 Err(failure) => {
                     let _ = self.release();
@@ -445,6 +476,30 @@ impl WriterQueue {
                     });
                 }
             }
+        }
+    }
+}
+
+/// Armed while a wait runs without the state's mutex: if the wait unwinds
+/// (a panic), the lock it may have just taken is dropped and the handle
+/// has no owner again, so the next call works instead of waiting for a
+/// turn that never ends.
+struct ResetOnUnwind<'a> {
+    queue: &'a WriterQueue,
+    lock_fd: i32,
+}
+
+impl Drop for ResetOnUnwind<'_> {
+    fn drop(&mut self) {
+        // Unlocking a description that holds no lock is harmless.
+        let _ = lockfiles::unlock(self.lock_fd);
+        let mut st = self.queue.state();
+        st.owner = None;
+        st.holding = false;
+        let notify = st.waiting_threads > 0;
+        drop(st);
+        if notify {
+            self.queue.turn_free.notify_one();
         }
     }
 }
@@ -475,12 +530,18 @@ pub(crate) fn join_queue(view: &FilesView, deadline: &Deadline) -> std::result::
         Err(e) => return Err(Gave::Failed(e)),
     };
     // Convert (or take) a shared lock. Only another writer's momentary probe
-    // can hold the exclusive one, so this loop ends within microseconds.
+    // can hold the exclusive one, so this loop ends within microseconds
+    // (unless another program holds it: then the limit and the interrupt
+    // check end it).
     loop {
         match try_flock(view.queue_fd, libc::LOCK_SH) {
             Ok(Flock::Taken) => return Ok(others),
-            Ok(Flock::Held) if !deadline.passed() => std::thread::sleep(Duration::from_micros(200)),
-            Ok(Flock::Held) => return Err(Gave::Up),
+            Ok(Flock::Held) if deadline.passed() => return Err(Gave::Up),
+            Ok(Flock::Held) => {
+                if !deadline.sleep(Duration::from_micros(200)) {
+                    return Err(Gave::Interrupted);
+                }
+            }
             Err(e) => return Err(Gave::Failed(e)),
         }
     }
@@ -498,8 +559,9 @@ pub(crate) fn wait_for_turn_polling(
     deadline: &Deadline,
 ) -> std::result::Result<(), Gave> {
     let others = join_queue(view, deadline)?;
-    if others {
-        std::thread::sleep(YIELD.min(deadline.left()));
+    if others && !deadline.sleep(YIELD) {
+        leave_queue(view);
+        return Err(Gave::Interrupted);
     }
     let result = poll_lock(view, deadline);
     leave_queue(view);
@@ -518,6 +580,8 @@ pub(crate) fn poll_lock(view: &FilesView, deadline: &Deadline) -> std::result::R
         if deadline.passed() {
             return Err(Gave::Up);
         }
-        std::thread::sleep(poll_pause(deadline.waited()).min(deadline.left()));
+        if !deadline.sleep(poll_pause(deadline.waited())) {
+            return Err(Gave::Interrupted);
+        }
     }
 }

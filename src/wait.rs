@@ -7,6 +7,8 @@
 //! own timer cannot be trusted to end a wait.
 
 use std::cell::Cell;
+use std::fmt;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Default wait for a transaction's turn in a web request
@@ -57,11 +59,55 @@ pub const SLICE: Duration = Duration::from_millis(2);
 /// slice goes (a WAL checkpoint, a preemption).
 pub const SLICE_TURNS: u32 = 64;
 
-/// A wait limit and the name of the setting it came from.
+/// How often a waiting writer asks its interrupt check (10 ms at most between two checks).
+pub const INTERRUPT_CHECK: Duration = Duration::from_millis(10);
+
+/// A check a waiting writer runs at least every [`INTERRUPT_CHECK`]; `true` ends the wait early.
+///
+/// Hosts build it from what a person can do to a waiting process: Python
+/// checks its pending signals (Ctrl-C), PHP its pending async signals and
+/// `max_execution_time`, C an atomic flag set from a signal handler or
+/// another thread. A wait that ends this way returns
+/// [`crate::Error::Interrupted`]: the turn was not taken and nothing was
+/// written. The check runs on the waiting thread, with none of the queue's
+/// own locks held, so it may take a host's interpreter lock.
+#[derive(Clone)]
+pub struct Interrupt(Arc<dyn Fn() -> bool + Send + Sync>);
+
+impl Interrupt {
+    /// An interrupt that ends a wait when `check` returns `true`.
+    pub fn new(check: impl Fn() -> bool + Send + Sync + 'static) -> Interrupt {
+        Interrupt(Arc::new(check))
+    }
+
+    /// Runs the check: `true` when the wait should end now.
+    pub fn requested(&self) -> bool {
+        (self.0)()
+    }
+}
+
+impl fmt::Debug for Interrupt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Interrupt(..)")
+    }
+}
+
+impl PartialEq for Interrupt {
+    /// Two interrupts are equal when they share one check.
+    fn eq(&self, other: &Interrupt) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for Interrupt {}
+
+/// A wait limit, the name of the setting it came from, and the check that
+/// may end the wait early.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Wait {
     limit: Duration,
     setting: String,
+    interrupt: Option<Interrupt>,
 }
 
 impl Wait {
@@ -71,6 +117,7 @@ impl Wait {
         Wait {
             limit: limit.max(MIN_TRANSACTION_WAIT),
             setting: TRANSACTION_SETTING.to_string(),
+            interrupt: None,
         }
     }
 
@@ -80,6 +127,7 @@ impl Wait {
         Wait {
             limit,
             setting: BUSY_SETTING.to_string(),
+            interrupt: None,
         }
     }
 
@@ -97,6 +145,18 @@ impl Wait {
     pub fn with_setting(mut self, setting: impl Into<String>) -> Self {
         self.setting = setting.into();
         self
+    }
+
+    /// Adds a check that ends the wait early (see [`Interrupt`]); it runs
+    /// at least every [`INTERRUPT_CHECK`] while the writer waits.
+    pub fn with_interrupt(mut self, interrupt: Interrupt) -> Wait {
+        self.interrupt = Some(interrupt);
+        self
+    }
+
+    /// The check that may end the wait early, if any.
+    pub fn interrupt(&self) -> Option<&Interrupt> {
+        self.interrupt.as_ref()
     }
 
     /// The limit.
@@ -143,19 +203,42 @@ pub enum Strategy {
     Handoff,
 }
 
-/// A deadline measured from the start of a wait.
-#[derive(Debug, Clone, Copy)]
+/// A deadline measured from the start of a wait, with the wait's interrupt
+/// check.
+#[derive(Debug, Clone)]
 pub(crate) struct Deadline {
     pub(crate) start: Instant,
     pub(crate) end: Instant,
+    interrupt: Option<Interrupt>,
+    /// When the interrupt check last ran (it runs at most once per
+    /// [`CHECK_SPACING`], however fast a loop turns).
+    checked: Cell<Option<Instant>>,
 }
 
+/// The shortest spacing between two runs of an interrupt check (1 ms): a
+/// host's check may take its interpreter lock, which a loop turning every
+/// 100 µs should not do each time.
+const CHECK_SPACING: Duration = Duration::from_millis(1);
+
 impl Deadline {
+    /// A deadline `limit` from now, without an interrupt check.
     pub(crate) fn after(limit: Duration) -> Self {
         let start = Instant::now();
         Deadline {
             start,
-            end: start + limit,
+            end: start
+                .checked_add(limit)
+                .unwrap_or(start + Duration::from_secs(1 << 30)),
+            interrupt: None,
+            checked: Cell::new(None),
+        }
+    }
+
+    /// The deadline of `wait`: its limit from now, and its interrupt check.
+    pub(crate) fn of(wait: &Wait) -> Self {
+        Deadline {
+            interrupt: wait.interrupt.clone(),
+            ..Deadline::after(wait.limit)
         }
     }
 
@@ -169,6 +252,52 @@ impl Deadline {
 
     pub(crate) fn waited(&self) -> Duration {
         self.start.elapsed()
+    }
+
+    /// Runs the interrupt check, if there is one and it did not run within
+    /// the last millisecond: `true` ends the wait.
+    pub(crate) fn interrupted(&self) -> bool {
+        let Some(interrupt) = self.interrupt.as_ref() else {
+            return false;
+        };
+        let now = Instant::now();
+        if self
+            .checked
+            .get()
+            .is_some_and(|at| now.saturating_duration_since(at) < CHECK_SPACING)
+        {
+            return false;
+        }
+        self.checked.set(Some(now));
+        interrupt.requested()
+    }
+
+    /// The longest single sleep of a wait: the time left, and no more than
+    /// [`INTERRUPT_CHECK`] when an interrupt check must run between sleeps.
+    pub(crate) fn nap(&self, pause: Duration) -> Duration {
+        let pause = pause.min(self.left());
+        if self.interrupt.is_some() {
+            pause.min(INTERRUPT_CHECK)
+        } else {
+            pause
+        }
+    }
+
+    /// Sleeps `pause` (at most the time left), running the interrupt check
+    /// at least every [`INTERRUPT_CHECK`]. False when the check ended the
+    /// sleep.
+    pub(crate) fn sleep(&self, pause: Duration) -> bool {
+        let until = Instant::now() + pause.min(self.left());
+        loop {
+            let now = Instant::now();
+            if now >= until {
+                return true;
+            }
+            std::thread::sleep(self.nap(until - now));
+            if self.interrupted() {
+                return false;
+            }
+        }
     }
 }
 

@@ -48,6 +48,9 @@ pub enum wl_result {
     WL_STATE = 6,
     /// writerlock panicked (a bug); the panic was stopped at the boundary.
     WL_PANIC = 7,
+    /// The wait for the writer turn was interrupted before the turn was
+    /// taken; nothing was written.
+    WL_INTERRUPTED = 8,
     /// No Postgres session could be opened (an unreachable server, a refused
     /// login, an address that cannot be read). The message never contains
     /// the password.
@@ -87,7 +90,7 @@ impl wl_result {
 }
 
 /// Every code.
-fn all_codes() -> [wl_result; 17] {
+fn all_codes() -> [wl_result; 18] {
     [
         wl_result::WL_OK,
         wl_result::WL_BUSY,
@@ -97,6 +100,7 @@ fn all_codes() -> [wl_result; 17] {
         wl_result::WL_INVALID_ARGUMENT,
         wl_result::WL_STATE,
         wl_result::WL_PANIC,
+        wl_result::WL_INTERRUPTED,
         wl_result::WL_PG_CONNECT,
         wl_result::WL_PG_SETTING,
         wl_result::WL_PG_NOT_GRANTED,
@@ -204,6 +208,7 @@ impl From<writerlock::Error> for wl_error {
             E::LockFile { .. } | E::Flock { .. } => wl_result::WL_IO,
             E::AlreadyHolding | E::NotHolding | E::InTransaction => wl_result::WL_STATE,
             E::InvalidArgument { .. } => wl_result::WL_INVALID_ARGUMENT,
+            E::Interrupted { .. } => wl_result::WL_INTERRUPTED,
         };
         let mut out = wl_error::new(code, err.to_string());
         out.sqlite_code = err.sqlite_error_code().unwrap_or(0);
@@ -465,6 +470,7 @@ fn name_c(code: wl_result) -> &'static std::ffi::CStr {
         wl_result::WL_INVALID_ARGUMENT => c"WL_INVALID_ARGUMENT",
         wl_result::WL_STATE => c"WL_STATE",
         wl_result::WL_PANIC => c"WL_PANIC",
+        wl_result::WL_INTERRUPTED => c"WL_INTERRUPTED",
         wl_result::WL_PG_CONNECT => c"WL_PG_CONNECT",
         wl_result::WL_PG_SETTING => c"WL_PG_SETTING",
         wl_result::WL_PG_NOT_GRANTED => c"WL_PG_NOT_GRANTED",
@@ -493,6 +499,7 @@ mod tests {
             (wl_result::WL_INVALID_ARGUMENT, 5),
             (wl_result::WL_STATE, 6),
             (wl_result::WL_PANIC, 7),
+            (wl_result::WL_INTERRUPTED, 8),
             (wl_result::WL_PG_CONNECT, 100),
             (wl_result::WL_PG_SETTING, 101),
             (wl_result::WL_PG_NOT_GRANTED, 102),

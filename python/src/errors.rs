@@ -173,6 +173,7 @@ pub fn queue_error(py: Python<'_>, err: WlError, original: Option<PyErr>) -> PyE
             err
         }
         WlError::InvalidArgument { .. } => PyValueError::new_err(message),
+        WlError::Interrupted { .. } => OperationalError::new_err(message),
     }
 }
 
