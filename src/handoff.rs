@@ -35,8 +35,8 @@ use std::io;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::lockfiles::{try_flock, Flock};
-use crate::queue::{join_queue, leave_queue, poll_lock, FilesView, Gave};
+use crate::lockfiles::{try_flock, Flock, LockMode};
+use crate::polling::{join_queue, leave_queue, others_in_queue, poll_lock, FilesView, Gave};
 use crate::wait::{poll_pause, Deadline, YIELD};
 
 /// The page's identifying word: "WLQP" and the layout version. A page whose
@@ -142,7 +142,7 @@ struct Layout {
 
 const _: () = assert!(std::mem::size_of::<Layout>() == PAGE_BYTES);
 
-/// A mapping of the hand-off page, owned by one [`crate::lockfiles::LockFiles`].
+/// A mapping of the hand-off page, kept by a queue handle beside its lock files.
 #[derive(Debug)]
 pub struct Page {
     ptr: *mut Layout,
@@ -199,11 +199,6 @@ impl Page {
             ptr: self.ptr,
             fd: self.fd,
         }
-    }
-
-    /// In a forked child: drops the child's copy of the mapping.
-    pub(crate) fn forget_in_child(self) {
-        drop(self);
     }
 }
 
@@ -608,7 +603,7 @@ pub(crate) fn wait_for_turn(
 ) -> Result<bool, Gave> {
     // Within its slice a writer takes the lock straight back if it is free.
     if in_slice {
-        if let Ok(Flock::Taken) = try_flock(view.lock_fd, libc::LOCK_EX) {
+        if let Ok(Flock::Taken) = try_flock(view.lock_fd, LockMode::Exclusive) {
             page.note_acquired(false);
             return Ok(true);
         }
@@ -663,13 +658,13 @@ pub(crate) fn wait_for_turn(
             let (may_try, pause) = page.head_pause();
             soon = pause;
             if may_try {
-                match try_flock(view.lock_fd, libc::LOCK_EX) {
+                match try_flock(view.lock_fd, LockMode::Exclusive) {
                     Ok(Flock::Taken) => {
                         if !may_yield {
                             return Ok(());
                         }
                         may_yield = false;
-                        if poll_only_waiting(view, deadline)? && !page.others_waiting(place) {
+                        if others_in_queue(view, deadline)? && !page.others_waiting(place) {
                             let _ = crate::lockfiles::unlock(view.lock_fd);
                             if !page.yield_to_others(YIELD.min(deadline.left()), deadline) {
                                 return Err(Gave::Interrupted);
@@ -685,7 +680,7 @@ pub(crate) fn wait_for_turn(
         } else if rank == 1 && page.stalled() {
             // The head has not taken a free lock for a while: it may have
             // stopped without dying (SIGSTOP). The next in line may try.
-            if let Ok(Flock::Taken) = try_flock(view.lock_fd, libc::LOCK_EX) {
+            if let Ok(Flock::Taken) = try_flock(view.lock_fd, LockMode::Exclusive) {
                 return Ok(());
             }
         }
@@ -759,20 +754,6 @@ fn sleep_on(word: &AtomicU32, seen: u32, timeout: Duration, deadline: &Deadline)
         if deadline.interrupted() {
             return false;
         }
-    }
-}
-
-/// Whether writers other than us hold the queue file (we hold it shared):
-/// probed by converting our lock to exclusive, then back to shared.
-fn poll_only_waiting(view: &FilesView, deadline: &Deadline) -> Result<bool, Gave> {
-    match try_flock(view.queue_fd, libc::LOCK_EX) {
-        Ok(Flock::Taken) => {
-            join_queue(view, deadline)?;
-            Ok(false)
-        }
-        // The failed conversion dropped our shared lock: take it again.
-        Ok(Flock::Held) => join_queue(view, deadline).map(|_| true),
-        Err(e) => Err(Gave::Failed(e)),
     }
 }
 

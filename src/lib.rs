@@ -7,7 +7,8 @@
 //!   shared `flock()` on `<db>.writer-queue` while it waits, so writers from
 //!   every process take turns instead of failing with "database is locked".
 //!   Its modules: [`queue`] (the turn and the transaction), [`wait`] (limits,
-//!   polling and yielding), [`handoff`] (the futex wake-up page),
+//!   polling and yielding), [`handoff`] (the futex wake-up page), `polling`
+//!   (the driver's polling protocol, below both),
 //!   [`lockfiles`] (fork-safe descriptors), [`sqlite`] (the connection the
 //!   queue drives), [`holders`] (who holds a lock, from `/proc/locks`).
 //! * The **Postgres writer session** ([`pg`]): connections that carry time
@@ -19,6 +20,7 @@ pub mod handoff;
 pub mod holders;
 pub mod lockfiles;
 pub mod pg;
+mod polling;
 pub mod queue;
 pub mod sqlite;
 pub mod wait;

@@ -13,9 +13,19 @@
 //! releases the lock; only the last close or an explicit unlock does). The
 //! handler touches only atomics, so a lock another thread held at fork time
 //! cannot deadlock it.
+//!
+//! The `flock()` calls (try a shared or exclusive lock, unlock) go through
+//! `fs4`. What it cannot express stays on `libc`: the fork handler
+//! (`pthread_atfork`), opening with `O_NOFOLLOW | O_NONBLOCK`, `fchmod` /
+//! `fchown` of a new lock file, and, in the hand-off page, the
+//! open-file-description byte locks (`F_OFD_SETLK`), `posix_fallocate`,
+//! `mmap` and the futexes.
 
 use std::ffi::{CString, OsString};
+use std::fs::File;
 use std::io;
+use std::mem::ManuallyDrop;
+use std::os::fd::FromRawFd;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
@@ -222,31 +232,44 @@ pub enum Flock {
     Held,
 }
 
-/// `flock(fd, op | LOCK_NB)`, retried on EINTR.
-pub fn try_flock(fd: i32, op: libc::c_int) -> io::Result<Flock> {
+/// Which `flock()` to take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockMode {
+    /// `LOCK_EX`: the writer's turn (or a probe of the queue file).
+    Exclusive,
+    /// `LOCK_SH`: a waiting writer on the queue file.
+    Shared,
+}
+
+/// A `File` view of a descriptor owned elsewhere, for fs4's calls; never
+/// closes it.
+fn borrowed(fd: i32) -> ManuallyDrop<File> {
+    // SAFETY: the descriptor stays open for the duration of the call (its
+    // LockFile outlives every wait), and ManuallyDrop never closes it.
+    ManuallyDrop::new(unsafe { File::from_raw_fd(fd) })
+}
+
+/// A non-blocking `flock()` (through fs4), retried when a signal
+/// interrupts it.
+pub fn try_flock(fd: i32, mode: LockMode) -> io::Result<Flock> {
+    let file = borrowed(fd);
     loop {
-        // SAFETY: plain system call on a descriptor we own.
-        let rc = unsafe { libc::flock(fd, op | libc::LOCK_NB) };
-        if rc == 0 {
-            return Ok(Flock::Taken);
-        }
-        let err = io::Error::last_os_error();
-        match err.raw_os_error() {
-            Some(libc::EINTR) => continue,
-            Some(libc::EWOULDBLOCK) => return Ok(Flock::Held),
-            _ => return Err(err),
+        let tried = match mode {
+            LockMode::Exclusive => fs4::FileExt::try_lock(&*file),
+            LockMode::Shared => fs4::FileExt::try_lock_shared(&*file),
+        };
+        match tried {
+            Ok(()) => return Ok(Flock::Taken),
+            Err(fs4::TryLockError::WouldBlock) => return Ok(Flock::Held),
+            Err(fs4::TryLockError::Error(e)) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(fs4::TryLockError::Error(e)) => return Err(e),
         }
     }
 }
 
-/// `flock(fd, LOCK_UN)`.
+/// Drops this descriptor's `flock()` (through fs4).
 pub fn unlock(fd: i32) -> io::Result<()> {
-    // SAFETY: plain system call.
-    if unsafe { libc::flock(fd, libc::LOCK_UN) } == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    fs4::FileExt::unlock(&*borrowed(fd))
 }
 
 /// The pair of lock files of one queue handle, bound to the process that
@@ -257,14 +280,12 @@ pub struct LockFiles {
     pub lock: LockFile,
     /// `<db>.writer-queue`.
     pub queue: LockFile,
-    /// The hand-off page mapped from the queue file, where usable.
-    pub page: Option<crate::handoff::Page>,
     pid: u32,
 }
 
 impl LockFiles {
     /// Opens both files for `database`.
-    pub fn open(database: &Path, want_page: bool) -> crate::Result<LockFiles> {
+    pub fn open(database: &Path) -> crate::Result<LockFiles> {
         let lock_path = lock_path(database);
         let lock = LockFile::open(&lock_path).map_err(|source| crate::Error::LockFile {
             path: lock_path,
@@ -281,15 +302,9 @@ impl LockFiles {
                 });
             }
         };
-        let page = if want_page && queue.writable() {
-            crate::handoff::Page::map(queue.fd())
-        } else {
-            None
-        };
         Ok(LockFiles {
             lock,
             queue,
-            page,
             pid: current_pid(),
         })
     }
@@ -309,13 +324,9 @@ impl LockFiles {
             }
             self.lock.close();
             self.queue.close();
-            // The page unmaps itself on drop.
         } else {
             self.lock.forget();
             self.queue.forget();
-            if let Some(page) = self.page {
-                page.forget_in_child();
-            }
         }
     }
 }

@@ -26,11 +26,12 @@ use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
 use crate::error::{Busy, BusyKind, Error, Result, SqliteFailure};
-use crate::handoff::{Leaving, PageRef, WAKE_AHEAD_TIME, WAKE_AHEAD_TURNS};
+use crate::handoff::{Leaving, Page, WAKE_AHEAD_TIME, WAKE_AHEAD_TURNS};
 use crate::holders;
-use crate::lockfiles::{self, current_pid, try_flock, Flock, LockFiles};
+use crate::lockfiles::{self, current_pid, LockFiles};
+use crate::polling::{FilesView, Gave};
 use crate::sqlite::{looks_read_only, SqliteSession};
-use crate::wait::{poll_pause, Deadline, Strategy, Wait, SLICE, SLICE_TURNS, YIELD};
+use crate::wait::{poll_pause, Deadline, Strategy, Wait, SLICE, SLICE_TURNS};
 
 /// A process's handle on one database's write queue.
 ///
@@ -51,6 +52,8 @@ pub struct WriterQueue {
 #[derive(Debug, Default)]
 struct State {
     files: Option<LockFiles>,
+    /// The hand-off page mapped from the queue file, where usable.
+    page: Option<Page>,
     owner: Option<Owner>,
     holding: bool,
     last_wait: Duration,
@@ -121,28 +124,11 @@ impl State {
             if let Some(files) = self.files.take() {
                 files.discard(false);
             }
+            // The child's copy of the mapping; unmapping it touches
+            // nothing of the parent's.
+            self.page = None;
         }
     }
-}
-
-/// What the waiting loop needs of the open files, copied out of the state
-/// so no mutex is held while waiting (a fork during the wait must not leave
-/// a child with a locked mutex).
-#[derive(Clone, Copy)]
-pub(crate) struct FilesView {
-    pub(crate) lock_fd: i32,
-    pub(crate) queue_fd: i32,
-    pub(crate) page: Option<PageRef>,
-}
-
-/// Why the waiting loop stopped without the lock.
-pub(crate) enum Gave {
-    /// The deadline passed.
-    Up,
-    /// The wait's interrupt check asked to stop.
-    Interrupted,
-    /// A system call failed.
-    Failed(std::io::Error),
 }
 
 impl WriterQueue {
@@ -218,7 +204,7 @@ impl WriterQueue {
                     source,
                 });
             }
-            if let Some(page) = files.page.as_ref() {
+            if let Some(page) = st.page.as_ref() {
                 page.as_ref().note_released(leaving);
             }
         }
@@ -258,7 +244,7 @@ impl WriterQueue {
 
     fn take_until(&self, kind: BusyKind, wait: &Wait, deadline: &Deadline) -> Result<()> {
         let me = Owner::current();
-        let (view, in_slice) = {
+        let (view, page, in_slice) = {
             let mut st = self.state();
             loop {
                 match st.owner {
@@ -298,8 +284,13 @@ impl WriterQueue {
                 return Ok(());
             }
             if st.files.is_none() {
-                let want_page = self.strategy == Strategy::Handoff;
-                st.files = Some(LockFiles::open(&self.database, want_page)?);
+                let files = LockFiles::open(&self.database)?;
+                st.page = if self.strategy == Strategy::Handoff && files.queue.writable() {
+                    Page::map(files.queue.fd())
+                } else {
+                    None
+                };
+                st.files = Some(files);
             }
             let Some(files) = st.files.as_ref() else {
                 return Err(Error::NotHolding);
@@ -307,10 +298,10 @@ impl WriterQueue {
             let view = FilesView {
                 lock_fd: files.lock.fd(),
                 queue_fd: files.queue.fd(),
-                page: files.page.as_ref().map(|p| p.as_ref()),
             };
+            let page = st.page.as_ref().map(|p| p.as_ref());
             st.owner = Some(me);
-            (view, st.slice_open())
+            (view, page, st.slice_open())
         };
 
         // A panic inside the wait (a host's interrupt check) must not leave
@@ -319,9 +310,9 @@ impl WriterQueue {
             queue: self,
             lock_fd: view.lock_fd,
         };
-        let outcome = match view.page {
+        let outcome = match page {
             Some(page) => crate::handoff::wait_for_turn(&view, page, deadline, in_slice),
-            None => wait_for_turn_polling(&view, deadline).map(|()| false),
+            None => crate::polling::wait_for_turn(&view, deadline).map(|()| false),
         };
         std::mem::forget(unwinding);
 
@@ -509,79 +500,15 @@ impl Drop for WriterQueue {
         let st = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
         st.refresh_after_fork();
         let holding = st.holding;
+        let page = st.page.take();
         if let Some(files) = st.files.take() {
             if holding && files.owned_here() {
                 let _ = lockfiles::unlock(files.lock.fd());
-                if let Some(page) = files.page.as_ref() {
+                if let Some(page) = page.as_ref() {
                     page.as_ref().note_released(Leaving::Done);
                 }
             }
             files.discard(false);
-        }
-    }
-}
-
-/// Joins the waiting writers (a shared lock on the queue file), first
-/// noting whether others were already waiting. Returns that.
-pub(crate) fn join_queue(view: &FilesView, deadline: &Deadline) -> std::result::Result<bool, Gave> {
-    let others = match try_flock(view.queue_fd, libc::LOCK_EX) {
-        Ok(Flock::Taken) => false,
-        Ok(Flock::Held) => true,
-        Err(e) => return Err(Gave::Failed(e)),
-    };
-    // Convert (or take) a shared lock. Only another writer's momentary probe
-    // can hold the exclusive one, so this loop ends within microseconds
-    // (unless another program holds it: then the limit and the interrupt
-    // check end it).
-    loop {
-        match try_flock(view.queue_fd, libc::LOCK_SH) {
-            Ok(Flock::Taken) => return Ok(others),
-            Ok(Flock::Held) if deadline.passed() => return Err(Gave::Up),
-            Ok(Flock::Held) => {
-                if !deadline.sleep(Duration::from_micros(200)) {
-                    return Err(Gave::Interrupted);
-                }
-            }
-            Err(e) => return Err(Gave::Failed(e)),
-        }
-    }
-}
-
-/// Leaves the waiting writers.
-pub(crate) fn leave_queue(view: &FilesView) {
-    let _ = lockfiles::unlock(view.queue_fd);
-}
-
-/// The seed's protocol: polls of 1 to 15 ms (1 to 5 ms after a second of
-/// waiting), and a 30 ms yield when the lock is free while others wait.
-pub(crate) fn wait_for_turn_polling(
-    view: &FilesView,
-    deadline: &Deadline,
-) -> std::result::Result<(), Gave> {
-    let others = join_queue(view, deadline)?;
-    if others && !deadline.sleep(YIELD) {
-        leave_queue(view);
-        return Err(Gave::Interrupted);
-    }
-    let result = poll_lock(view, deadline);
-    leave_queue(view);
-    result
-}
-
-/// Tries the lock until taken or the deadline passes, pausing 1 to 15 ms
-/// between tries (1 to 5 ms after a second of waiting).
-pub(crate) fn poll_lock(view: &FilesView, deadline: &Deadline) -> std::result::Result<(), Gave> {
-    loop {
-        match try_flock(view.lock_fd, libc::LOCK_EX) {
-            Ok(Flock::Taken) => return Ok(()),
-            Ok(Flock::Held) => {}
-            Err(e) => return Err(Gave::Failed(e)),
-        }
-        if deadline.passed() {
-            return Err(Gave::Up);
-        }
-        if !deadline.sleep(poll_pause(deadline.waited())) {
-            return Err(Gave::Interrupted);
         }
     }
 }
