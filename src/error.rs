@@ -196,6 +196,24 @@ pub enum Error {
     )]
     InTransaction,
 
+    /// The connection's main database is not the file this queue serves, so
+    /// its writers would not exclude the writers of that database; nothing
+    /// was run.
+    #[error(
+        "this writer queue is for {} but the connection's database is {}; writers exclude \
+         each other only through the queue of the database they write, so nothing was run: \
+         make the queue for the connection's own database file (or from the connection itself)",
+        shown(.queue_database),
+        shown(.connection_database)
+    )]
+    WrongDatabase {
+        /// The database the queue was made for (absolute).
+        queue_database: PathBuf,
+        /// The connection's main database file, as SQLite names it (empty
+        /// for an in-memory or temporary database).
+        connection_database: PathBuf,
+    },
+
     /// An argument from the caller was unusable (the C and script bindings
     /// report bad input through this).
     #[error("invalid argument {name}: {reason}")]
@@ -205,6 +223,16 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
+}
+
+/// A database path as the messages show it: the path, or what an empty or
+/// `:memory:` path stands for.
+fn shown(path: &std::path::Path) -> String {
+    if crate::lockfiles::is_in_memory(path) {
+        String::from("an in-memory or temporary database")
+    } else {
+        path.display().to_string()
+    }
 }
 
 impl Error {

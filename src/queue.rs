@@ -65,6 +65,12 @@ struct State {
     woke_ahead: bool,
     /// Threads of this process waiting for another thread's turn to end.
     waiting_threads: usize,
+    /// The connection database file last found to be this queue's database
+    /// (the check at each turn's start then needs no `stat()`).
+    checked_file: Option<PathBuf>,
+    /// The busy timeout the connection had before the turn's `begin`,
+    /// restored when the transaction ends.
+    caller_timeout: Option<Duration>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,6 +125,7 @@ impl State {
             self.holding = false;
             self.slice_start = None;
             self.waiting_threads = 0;
+            self.caller_timeout = None;
         }
         if self.files.as_ref().is_some_and(|f| !f.owned_here()) {
             if let Some(files) = self.files.take() {
@@ -133,15 +140,29 @@ impl State {
 
 impl WriterQueue {
     /// A queue for the database at `database`, with the default strategy
-    /// ([`Strategy::Handoff`]). `:memory:` and an empty path need no queue:
-    /// their turns are granted at once.
+    /// ([`Strategy::Handoff`]). A relative path is made absolute against
+    /// the current directory now, so a later `chdir()` changes nothing.
+    /// `:memory:` and an empty path need no queue: their turns are granted
+    /// at once.
     pub fn new(database: impl AsRef<Path>) -> WriterQueue {
         WriterQueue::with_strategy(database, Strategy::default())
     }
 
+    /// A queue for the connection's own main database file, so the path is
+    /// never typed twice. Fails when the connection cannot tell its file.
+    pub fn for_connection<S: SqliteSession + ?Sized>(conn: &S) -> Result<WriterQueue> {
+        database_of(conn).map(WriterQueue::new)
+    }
+
     /// A queue with an explicit waiting strategy (benchmarks compare them).
     pub fn with_strategy(database: impl AsRef<Path>, strategy: Strategy) -> WriterQueue {
-        let database = database.as_ref().to_path_buf();
+        let given = database.as_ref();
+        let database = if lockfiles::is_in_memory(given) || given.is_absolute() {
+            given.to_path_buf()
+        } else {
+            // Fails only without a current directory; the path then stays as given.
+            std::path::absolute(given).unwrap_or_else(|_| given.to_path_buf())
+        };
         WriterQueue {
             in_memory: lockfiles::is_in_memory(&database),
             database,
@@ -151,7 +172,7 @@ impl WriterQueue {
         }
     }
 
-    /// The database this queue serves.
+    /// The database this queue serves (absolute, or the in-memory name).
     pub fn database(&self) -> &Path {
         &self.database
     }
@@ -176,6 +197,41 @@ impl WriterQueue {
     /// waited before it was granted.
     pub fn last_wait(&self) -> Duration {
         self.state().last_wait
+    }
+
+    /// Checks that `conn`'s main database is the file this queue serves
+    /// (by device and inode), refusing with [`Error::WrongDatabase`]
+    /// otherwise. `begin` and `execute` check at each turn's start; the
+    /// answer is kept per connection file name, so a repeated check costs
+    /// one call into the connection. A connection that cannot tell its file
+    /// passes.
+    pub fn check_connection<S: SqliteSession + ?Sized>(&self, conn: &S) -> Result<()> {
+        let file = match conn.main_database_file() {
+            Ok(Some(file)) => file,
+            Ok(None) => return Ok(()),
+            Err(failure) => {
+                return Err(Error::Sqlite {
+                    statement: "reading the connection's database file",
+                    failure,
+                })
+            }
+        };
+        if self.state().checked_file.as_deref() == Some(file.as_path()) {
+            return Ok(());
+        }
+        let same = if self.in_memory || lockfiles::is_in_memory(&file) {
+            self.in_memory && lockfiles::is_in_memory(&file)
+        } else {
+            same_file(&self.database, &file)
+        };
+        if !same {
+            return Err(Error::WrongDatabase {
+                queue_database: self.database.clone(),
+                connection_database: file,
+            });
+        }
+        self.state().checked_file = Some(file);
+        Ok(())
     }
 
     /// Takes the writer turn without starting a transaction, for hosts that
@@ -350,13 +406,19 @@ impl WriterQueue {
         }
     }
 
-    /// Waits for the turn within `wait`, sets the connection's busy timeout
-    /// to the time left and runs `BEGIN IMMEDIATE`. On any failure the turn
-    /// is given back and nothing was written.
+    /// Checks that `conn` writes this queue's database, waits for the turn
+    /// within `wait`, sets the connection's busy timeout to the time left
+    /// and runs `BEGIN IMMEDIATE`. The caller's busy timeout comes back when
+    /// the transaction ends (or here, when it could not start). On any
+    /// failure the turn is given back and nothing was written.
     pub fn begin<S: SqliteSession + ?Sized>(&self, conn: &S, wait: &Wait) -> Result<()> {
         if conn.in_transaction() == Some(true) {
             return Err(Error::InTransaction);
         }
+        self.check_connection(conn)?;
+        let caller_timeout = conn
+            .busy_timeout()
+            .map_err(|failure| Error::NotStarted { failure })?;
         let deadline = Deadline::of(wait);
         self.take_until(BusyKind::Transaction, wait, &deadline)?;
         let started = conn
@@ -364,10 +426,13 @@ impl WriterQueue {
             .and_then(|()| conn.exec("BEGIN IMMEDIATE"));
         match started {
             Ok(()) => {
-                self.state().last_wait = deadline.waited();
+                let mut st = self.state();
+                st.last_wait = deadline.waited();
+                st.caller_timeout = caller_timeout;
                 Ok(())
             }
             Err(failure) => {
+                restore_timeout(conn, caller_timeout);
                 let _ = self.release();
                 if failure.is_busy() {
                     Err(self.busy(BusyKind::Transaction, wait, &deadline))
@@ -395,11 +460,13 @@ impl WriterQueue {
         }
         match conn.exec(statement) {
             Ok(()) => {
+                self.give_back_timeout(conn);
                 self.release()?;
                 Ok(())
             }
             Err(failure) => {
                 if conn.in_transaction() != Some(true) {
+                    self.give_back_timeout(conn);
                     self.release()?;
                 }
                 Err(Error::Sqlite { statement, failure })
@@ -407,10 +474,18 @@ impl WriterQueue {
         }
     }
 
+    /// Restores the busy timeout the connection had before `begin`.
+    fn give_back_timeout<S: SqliteSession + ?Sized>(&self, conn: &S) {
+        let saved = self.state().caller_timeout.take();
+        restore_timeout(conn, saved);
+    }
+
     /// Runs one write statement outside a transaction, in turn, within
-    /// `wait` (the busy timeout). A lock SQLite reports at once is tried
-    /// again within the time left. Reads, and statements inside an open
-    /// transaction, run at once without queueing.
+    /// `wait` (the busy timeout), after checking that `conn` writes this
+    /// queue's database; the connection's own busy timeout comes back
+    /// afterwards. A lock SQLite reports at once is tried again within the
+    /// time left. Reads, and statements inside an open transaction, run at
+    /// once without queueing.
     pub fn execute<S: SqliteSession + ?Sized>(
         &self,
         conn: &S,
@@ -426,10 +501,17 @@ impl WriterQueue {
                 failure,
             });
         }
-        self.run_queued(wait, |left| {
+        self.check_connection(conn)?;
+        let caller_timeout = conn.busy_timeout().map_err(|failure| Error::Sqlite {
+            statement: "the statement",
+            failure,
+        })?;
+        let result = self.run_queued(wait, |left| {
             conn.set_busy_timeout(left)?;
             conn.exec(sql)
-        })
+        });
+        restore_timeout(conn, caller_timeout);
+        result
     }
 
     /// Runs `statement` in turn within `wait`, retrying while SQLite reports
@@ -510,5 +592,43 @@ impl Drop for WriterQueue {
             }
             files.discard(false);
         }
+    }
+}
+
+/// The main database file of `conn`, for a queue made from the connection.
+pub fn database_of<S: SqliteSession + ?Sized>(conn: &S) -> Result<PathBuf> {
+    match conn.main_database_file() {
+        Ok(Some(file)) if file.as_os_str().is_empty() => Ok(PathBuf::from(":memory:")),
+        Ok(Some(file)) => Ok(file),
+        Ok(None) => Err(Error::InvalidArgument {
+            name: "conn",
+            reason: String::from(
+                "this connection does not tell which database file it has open; \
+                 make the queue with the database's path instead",
+            ),
+        }),
+        Err(failure) => Err(Error::Sqlite {
+            statement: "reading the connection's database file",
+            failure,
+        }),
+    }
+}
+
+/// Whether two paths name the same file (device and inode); paths that
+/// cannot be examined compare by their text.
+fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => a == b,
+    }
+}
+
+/// Puts back a busy timeout saved before a turn. SQLite refuses one only on
+/// a closed connection, where there is nothing left to restore, so a
+/// failure here changes nothing the caller is told.
+fn restore_timeout<S: SqliteSession + ?Sized>(conn: &S, saved: Option<Duration>) {
+    if let Some(timeout) = saved {
+        let _ = conn.set_busy_timeout(timeout);
     }
 }

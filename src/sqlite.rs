@@ -5,7 +5,9 @@
 //! Python `sqlite3.Connection`) through [`SqliteSession`], so every host keeps
 //! the one system `libsqlite3` it already uses.
 
-use std::ffi::{CStr, CString};
+use std::ffi::{CStr, CString, OsStr};
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use libsqlite3_sys as ffi;
@@ -30,6 +32,22 @@ pub trait SqliteSession {
     /// the statement's first word).
     fn is_read_only(&self, _sql: &str) -> Option<bool> {
         None
+    }
+
+    /// The connection's main database file as SQLite names it
+    /// (`sqlite3_db_filename(db, "main")`, an absolute path): an empty path
+    /// for an in-memory or temporary database, `Ok(None)` when the host
+    /// cannot tell (the queue then skips its check that the connection and
+    /// the queue serve the same database).
+    fn main_database_file(&self) -> Result<Option<PathBuf>, SqliteFailure> {
+        Ok(None)
+    }
+
+    /// The connection's busy timeout (`PRAGMA busy_timeout`), which the queue
+    /// restores when a turn ends; `Ok(None)` when the host cannot tell (it is
+    /// then left at the time that was left of the wait).
+    fn busy_timeout(&self) -> Result<Option<Duration>, SqliteFailure> {
+        Ok(None)
     }
 }
 
@@ -88,6 +106,20 @@ impl SqliteSession for rusqlite::Connection {
     fn is_read_only(&self, sql: &str) -> Option<bool> {
         // SAFETY: the handle stays valid while `self` is borrowed.
         unsafe { RawSqlite::from_handle(self.handle()) }.and_then(|raw| raw.is_read_only(sql))
+    }
+
+    fn main_database_file(&self) -> Result<Option<PathBuf>, SqliteFailure> {
+        // SAFETY: the handle stays valid while `self` is borrowed.
+        match unsafe { RawSqlite::from_handle(self.handle()) } {
+            Some(raw) => raw.main_database_file(),
+            None => Ok(None),
+        }
+    }
+
+    fn busy_timeout(&self) -> Result<Option<Duration>, SqliteFailure> {
+        self.pragma_query_value(None, "busy_timeout", |row| row.get::<_, i64>(0))
+            .map(|ms| Some(Duration::from_millis(ms.max(0) as u64)))
+            .map_err(failure_from_rusqlite)
     }
 }
 
@@ -223,6 +255,50 @@ impl SqliteSession for RawSqlite {
         unsafe { ffi::sqlite3_finalize(stmt) };
         // Several statements: decide by the first only when it writes.
         Some(read_only && !more)
+    }
+
+    fn main_database_file(&self) -> Result<Option<PathBuf>, SqliteFailure> {
+        // SAFETY: valid handle; the name is a static C string. SQLite returns
+        // NULL when there is no "main" (never for an open connection) and ""
+        // for an in-memory or temporary database; the text stays valid while
+        // the connection is open, and is copied at once.
+        let name = unsafe { ffi::sqlite3_db_filename(self.db, c"main".as_ptr()) };
+        if name.is_null() {
+            return Ok(Some(PathBuf::new()));
+        }
+        let bytes = unsafe { CStr::from_ptr(name) }.to_bytes();
+        Ok(Some(PathBuf::from(OsStr::from_bytes(bytes))))
+    }
+
+    fn busy_timeout(&self) -> Result<Option<Duration>, SqliteFailure> {
+        let mut stmt: *mut ffi::sqlite3_stmt = std::ptr::null_mut();
+        // SAFETY: valid handle and a static statement; finalized below.
+        let rc = unsafe {
+            ffi::sqlite3_prepare_v2(
+                self.db,
+                c"PRAGMA busy_timeout".as_ptr(),
+                -1,
+                &mut stmt,
+                std::ptr::null_mut(),
+            )
+        };
+        if rc != ffi::SQLITE_OK || stmt.is_null() {
+            let failure = self.failure(rc);
+            if !stmt.is_null() {
+                unsafe { ffi::sqlite3_finalize(stmt) };
+            }
+            return Err(failure);
+        }
+        // SAFETY: stmt was prepared above.
+        let rc = unsafe { ffi::sqlite3_step(stmt) };
+        let result = if rc == ffi::SQLITE_ROW {
+            let ms = unsafe { ffi::sqlite3_column_int64(stmt, 0) };
+            Ok(Some(Duration::from_millis(ms.max(0) as u64)))
+        } else {
+            Err(self.failure(rc))
+        };
+        unsafe { ffi::sqlite3_finalize(stmt) };
+        result
     }
 }
 

@@ -223,7 +223,7 @@ struct Fail {
 
 enum Locker {
     Plain,
-    Queue(WriterQueue),
+    Queue(Box<WriterQueue>),
     Seed(SeedLock),
 }
 
@@ -273,8 +273,14 @@ impl Worker {
             .map_err(|e| BenchError::sqlite("PRAGMA synchronous", e))?;
         let locker = match cfg.mode {
             Mode::Deferred | Mode::Immediate => Locker::Plain,
-            Mode::Poll => Locker::Queue(WriterQueue::with_strategy(&cfg.db, Strategy::Poll)),
-            Mode::Handoff => Locker::Queue(WriterQueue::with_strategy(&cfg.db, Strategy::Handoff)),
+            Mode::Poll => Locker::Queue(Box::new(WriterQueue::with_strategy(
+                &cfg.db,
+                Strategy::Poll,
+            ))),
+            Mode::Handoff => Locker::Queue(Box::new(WriterQueue::with_strategy(
+                &cfg.db,
+                Strategy::Handoff,
+            ))),
             Mode::SeedFlock => Locker::Seed(
                 SeedLock::seed(&cfg.db).map_err(|e| BenchError::io("opening the lock files", e))?,
             ),

@@ -207,7 +207,7 @@ impl From<writerlock::Error> for wl_error {
             E::Sqlite { .. } => wl_result::WL_SQLITE,
             E::LockFile { .. } | E::Flock { .. } => wl_result::WL_IO,
             E::AlreadyHolding | E::NotHolding | E::InTransaction => wl_result::WL_STATE,
-            E::InvalidArgument { .. } => wl_result::WL_INVALID_ARGUMENT,
+            E::InvalidArgument { .. } | E::WrongDatabase { .. } => wl_result::WL_INVALID_ARGUMENT,
             E::Interrupted { .. } => wl_result::WL_INTERRUPTED,
         };
         let mut out = wl_error::new(code, err.to_string());

@@ -16,6 +16,7 @@ use writerlock::{Error as WlError, SqliteFailure};
 import_exception!(writerlock._errors, Busy);
 import_exception!(writerlock._errors, NotStarted);
 import_exception!(writerlock._errors, NotAutocommit);
+import_exception!(writerlock._errors, WrongDatabase);
 import_exception!(sqlite3, OperationalError);
 import_exception!(sqlite3, ProgrammingError);
 
@@ -172,6 +173,17 @@ pub fn queue_error(py: Python<'_>, err: WlError, original: Option<PyErr>) -> PyE
             err.set_cause(py, Some(PyErr::from(source)));
             err
         }
+        WlError::WrongDatabase {
+            queue_database,
+            connection_database,
+        } => WrongDatabase::new_err((
+            message.replace(
+                "(or from the connection itself)",
+                "(or from the connection itself: writerlock.WriterQueue.for_connection(conn))",
+            ),
+            queue_database.to_string_lossy().into_owned(),
+            connection_database.to_string_lossy().into_owned(),
+        )),
         WlError::InvalidArgument { .. } => PyValueError::new_err(message),
         WlError::Interrupted { .. } => OperationalError::new_err(message),
     }

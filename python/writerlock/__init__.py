@@ -26,13 +26,14 @@ import sqlite3
 from typing import Any, Iterator, Optional
 
 from . import _native
-from ._errors import Busy, NotAutocommit, NotStarted
+from ._errors import Busy, NotAutocommit, NotStarted, WrongDatabase
 
 __all__ = [
     "WriterQueue",
     "Busy",
     "NotStarted",
     "NotAutocommit",
+    "WrongDatabase",
     "TRANSACTION_WAIT",
     "CLI_TRANSACTION_WAIT",
     "BUSY_TIMEOUT",

@@ -11,6 +11,7 @@ __all__ = [
     "Busy",
     "NotStarted",
     "NotAutocommit",
+    "WrongDatabase",
     "TRANSACTION_WAIT",
     "CLI_TRANSACTION_WAIT",
     "BUSY_TIMEOUT",
@@ -63,6 +64,13 @@ class NotStarted(sqlite3.OperationalError):
 
 class NotAutocommit(sqlite3.ProgrammingError, ValueError):
     """The connection is not in autocommit mode; open it with isolation_level=None."""
+
+class WrongDatabase(sqlite3.ProgrammingError, ValueError):
+    """The connection writes another database than the queue's; nothing was run."""
+
+    queue_database: str
+    connection_database: str
+    def __init__(self, message: str, queue_database: str = ..., connection_database: str = ...) -> None: ...
 
 class WriterQueue:
     """A process's handle on one SQLite database's write queue (fork-safe, picklable)."""

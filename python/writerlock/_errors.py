@@ -7,7 +7,9 @@ SQLite queue (exported from ``writerlock``):
 * :class:`NotStarted` (``sqlite3.OperationalError``): ``BEGIN IMMEDIATE`` failed for another
   reason;
 * :class:`NotAutocommit` (``sqlite3.ProgrammingError`` and ``ValueError``): the connection is
-  not in autocommit mode.
+  not in autocommit mode;
+* :class:`WrongDatabase` (``sqlite3.ProgrammingError`` and ``ValueError``): the connection
+  writes another database than the queue's.
 
 Postgres writer session (exported from ``writerlock.postgres``): every error is a
 :class:`DatabaseError` (``sqlite3.DatabaseError``) that carries the server's SQLSTATE in
@@ -86,6 +88,22 @@ class NotStarted(_Picklable, sqlite3.OperationalError):
 class NotAutocommit(_Picklable, sqlite3.ProgrammingError, ValueError):
     """The ``sqlite3.Connection`` is not in autocommit mode, so Python would open deferred
     transactions of its own. Open it with ``sqlite3.connect(path, isolation_level=None)``."""
+
+
+class WrongDatabase(_Picklable, sqlite3.ProgrammingError, ValueError):
+    """The connection's main database is not the file the :class:`WriterQueue` serves, so its
+    writers would not exclude the writers of that database; nothing was run.
+    ``queue_database`` and ``connection_database`` are the two paths (the connection's is
+    ``""`` for an in-memory or temporary database). Make the queue with
+    ``WriterQueue.for_connection(conn)``."""
+
+    queue_database: str
+    connection_database: str
+
+    def __init__(self, message: str, queue_database: str = "", connection_database: str = "") -> None:
+        super().__init__(message)
+        self.queue_database = queue_database
+        self.connection_database = connection_database
 
 
 # --------------------------------------------------------------------------------------------
@@ -255,7 +273,7 @@ def pg_error(kind: str, message: str, sqlstate: Optional[str], attrs: Dict[str, 
     return err
 
 
-for _cls in (Busy, NotStarted, NotAutocommit):
+for _cls in (Busy, NotStarted, NotAutocommit, WrongDatabase):
     _cls.__module__ = "writerlock"
 for _cls in (
     DatabaseError,

@@ -1,0 +1,220 @@
+//! The queue and the connection it drives: the connection's database must be
+//! the queue's (by device and inode, checked at each turn's start), a queue
+//! can be made from the connection, relative paths are fixed when the queue
+//! is made, and the caller's busy timeout comes back when the turn ends.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rusqlite::Connection;
+use writerlock::{Error, RawSqlite, SqliteSession, Wait, WriterQueue};
+
+fn database() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("ledger.db");
+    let conn = Connection::open(&path).expect("open");
+    conn.execute_batch("CREATE TABLE t (x INTEGER)")
+        .expect("schema");
+    (dir, path)
+}
+
+fn wait() -> Wait {
+    Wait::transaction(Duration::from_secs(2))
+}
+
+fn busy_ms(conn: &Connection) -> i64 {
+    conn.query_row("PRAGMA busy_timeout", [], |r| r.get(0))
+        .expect("busy_timeout")
+}
+
+fn lock_file(db: &Path) -> PathBuf {
+    let mut name = db.as_os_str().to_owned();
+    name.push(".writer-lock");
+    PathBuf::from(name)
+}
+
+#[test]
+fn a_queue_for_another_file_is_refused_naming_both_paths() {
+    let (dir, path) = database();
+    let typo = dir.path().join("typo.db");
+    let queue = WriterQueue::new(&typo);
+    let conn = Connection::open(&path).expect("open");
+    let err = queue.begin(&conn, &wait()).expect_err("wrong database");
+    assert!(
+        matches!(&err, Error::WrongDatabase { queue_database, connection_database }
+            if queue_database == &typo && connection_database == &path),
+        "{err:?}"
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains(&*typo.to_string_lossy()) && text.contains(&*path.to_string_lossy()),
+        "{text}"
+    );
+    assert!(!queue.holding());
+    // Nothing was started and no stray lock file was made next to the typo.
+    assert!(!lock_file(&typo).exists());
+    assert!(!typo.exists());
+    let err = queue
+        .execute(
+            &conn,
+            "INSERT INTO t VALUES (1)",
+            &Wait::statement(Duration::from_secs(1)),
+        )
+        .expect_err("wrong database");
+    assert!(matches!(err, Error::WrongDatabase { .. }), "{err:?}");
+    let n: i64 = conn
+        .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+        .expect("count");
+    assert_eq!(n, 0);
+    // A C caller's sqlite3* is checked the same way.
+    let raw = unsafe { RawSqlite::from_handle(conn.handle()) }.expect("handle");
+    assert!(matches!(
+        queue.begin(&raw, &wait()),
+        Err(Error::WrongDatabase { .. })
+    ));
+}
+
+#[test]
+fn in_memory_queues_and_file_connections_do_not_mix() {
+    let (_dir, path) = database();
+    let memory = Connection::open_in_memory().expect("memory");
+    let file_queue = WriterQueue::new(&path);
+    let err = file_queue
+        .begin(&memory, &wait())
+        .expect_err("memory connection");
+    assert!(
+        err.to_string()
+            .contains("the connection's database is an in-memory or temporary database"),
+        "{err}"
+    );
+    let memory_queue = WriterQueue::new(":memory:");
+    let file = Connection::open(&path).expect("open");
+    assert!(matches!(
+        memory_queue.begin(&file, &wait()),
+        Err(Error::WrongDatabase { .. })
+    ));
+    memory_queue.begin(&memory, &wait()).expect("memory begin");
+    memory_queue.commit(&memory).expect("memory commit");
+}
+
+#[test]
+fn the_same_file_under_another_name_is_accepted() {
+    let (dir, path) = database();
+    let link = dir.path().join("link.db");
+    std::fs::hard_link(&path, &link).expect("hard link");
+    let conn = Connection::open(&link).expect("open");
+    let queue = WriterQueue::new(&path);
+    queue.begin(&conn, &wait()).expect("same inode");
+    conn.execute("INSERT INTO t VALUES (1)", [])
+        .expect("insert");
+    queue.commit(&conn).expect("commit");
+    // A second turn on the same connection uses the cached answer.
+    queue.begin(&conn, &wait()).expect("again");
+    queue.rollback(&conn).expect("rollback");
+}
+
+#[test]
+fn a_queue_made_from_the_connection_serves_its_file() {
+    let (_dir, path) = database();
+    let conn = Connection::open(&path).expect("open");
+    let queue = WriterQueue::for_connection(&conn).expect("for_connection");
+    assert_eq!(
+        queue.database().canonicalize().expect("canonical"),
+        path.canonicalize().expect("canonical")
+    );
+    queue.begin(&conn, &wait()).expect("begin");
+    queue.commit(&conn).expect("commit");
+    assert!(lock_file(&path).exists());
+    let raw = unsafe { RawSqlite::from_handle(conn.handle()) }.expect("handle");
+    assert_eq!(
+        WriterQueue::for_connection(&raw)
+            .expect("raw")
+            .database()
+            .canonicalize()
+            .expect("canonical"),
+        path.canonicalize().expect("canonical")
+    );
+    let memory = Connection::open_in_memory().expect("memory");
+    let queue = WriterQueue::for_connection(&memory).expect("memory");
+    assert_eq!(queue.database(), Path::new(":memory:"));
+}
+
+/// The only test that changes the working directory (the others use absolute
+/// paths only).
+#[test]
+fn a_relative_path_is_resolved_when_the_queue_is_made() {
+    let (dir, path) = database();
+    let before = std::env::current_dir().expect("cwd");
+    std::env::set_current_dir(dir.path()).expect("chdir");
+    let queue = WriterQueue::new("ledger.db");
+    let other = tempfile::tempdir().expect("tempdir");
+    std::env::set_current_dir(other.path()).expect("chdir");
+    let database = queue.database().to_path_buf();
+    let conn = Connection::open(&path).expect("open");
+    let result = queue.begin(&conn, &wait());
+    std::env::set_current_dir(before).expect("chdir back");
+    assert_eq!(database, dir.path().join("ledger.db"));
+    result.expect("begin after chdir");
+    queue.commit(&conn).expect("commit");
+    assert!(lock_file(&path).exists());
+    assert!(!lock_file(&other.path().join("ledger.db")).exists());
+}
+
+#[test]
+fn the_callers_busy_timeout_comes_back_when_the_turn_ends() {
+    let (dir, path) = database();
+    let conn = Connection::open(&path).expect("open");
+    conn.busy_timeout(Duration::from_millis(7000))
+        .expect("timeout");
+    let queue = WriterQueue::new(&path);
+    queue
+        .begin(&conn, &Wait::transaction(Duration::from_secs(25)))
+        .expect("begin");
+    assert!(busy_ms(&conn) > 20_000, "the turn's own timeout is set");
+    queue.commit(&conn).expect("commit");
+    assert_eq!(busy_ms(&conn), 7000, "after commit");
+    queue.begin(&conn, &wait()).expect("begin");
+    queue.rollback(&conn).expect("rollback");
+    assert_eq!(busy_ms(&conn), 7000, "after rollback");
+    queue
+        .execute(
+            &conn,
+            "INSERT INTO t VALUES (1)",
+            &Wait::statement(Duration::from_secs(5)),
+        )
+        .expect("queued statement");
+    assert_eq!(busy_ms(&conn), 7000, "after a queued statement");
+    // A queued statement that fails in SQLite restores it too.
+    assert!(queue
+        .execute(
+            &conn,
+            "INSERT INTO missing VALUES (1)",
+            &Wait::statement(Duration::from_secs(5)),
+        )
+        .is_err());
+    assert_eq!(busy_ms(&conn), 7000, "after a failed statement");
+    // A BEGIN that fails: a file that is not a database.
+    let junk = dir.path().join("junk.db");
+    std::fs::write(&junk, vec![b'x'; 4096]).expect("junk");
+    let jc = Connection::open(&junk).expect("open junk");
+    jc.busy_timeout(Duration::from_millis(3000))
+        .expect("timeout");
+    let jq = WriterQueue::new(&junk);
+    assert!(matches!(
+        jq.begin(&jc, &wait()),
+        Err(Error::NotStarted { .. })
+    ));
+    let raw = unsafe { RawSqlite::from_handle(jc.handle()) }.expect("handle");
+    assert_eq!(
+        raw.busy_timeout().ok().flatten(),
+        Some(Duration::from_millis(3000)),
+        "after a failed BEGIN"
+    );
+    // The same through a C caller's sqlite3*.
+    let raw = unsafe { RawSqlite::from_handle(conn.handle()) }.expect("handle");
+    conn.busy_timeout(Duration::from_millis(1234))
+        .expect("timeout");
+    queue.begin(&raw, &wait()).expect("begin raw");
+    queue.commit(&raw).expect("commit raw");
+    assert_eq!(busy_ms(&conn), 1234, "after a raw commit");
+}
