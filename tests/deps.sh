@@ -41,3 +41,8 @@ fi
 if ! "$venv/bin/python" -c 'import maturin, pytest' 2>/dev/null; then
     "$venv/bin/pip" install --quiet 'maturin>=1.7,<2' 'pytest>=8'
 fi
+# The Python tests run the writer session on the users' own drivers too: psycopg 3 (with its
+# binary libpq), psycopg_pool and psycopg2.
+if ! "$venv/bin/python" -c 'import psycopg, psycopg_pool, psycopg2' 2>/dev/null; then
+    "$venv/bin/pip" install --quiet 'psycopg[binary]>=3.1,<4' 'psycopg-pool>=3.2,<4' 'psycopg2-binary>=2.9,<3'
+fi

@@ -227,6 +227,7 @@ fn pg_kind<'py>(py: Python<'py>, err: &pg::Error) -> PyResult<(&'static str, Bou
         pg::Error::SessionEnded { .. } => "session_ended",
         pg::Error::Closed { .. } => "closed",
         pg::Error::RolledBack => "rolled_back",
+        pg::Error::CommitUnknown { .. } => "commit_unknown",
         pg::Error::ParameterCount { .. } | pg::Error::Parameter { .. } => "parameter",
         pg::Error::UnsupportedType { .. } => "unsupported_type",
         pg::Error::RequiredAboveVersion { .. } | pg::Error::VersionOutOfRange { .. } => "value",

@@ -6,6 +6,8 @@
 //!   through [`writerlock::SqliteSession`];
 //! * [`pg`]: the Postgres writer session (`PgSession`, `PgPool`, `PgSettings`), the floor and
 //!   alert functions, and the conversions of [`values`];
+//! * [`protocol`]: `PgProtocol`, the core's writer protocol without I/O, which
+//!   `writerlock/_drivers.py` runs on a psycopg (or psycopg2) connection;
 //! * [`errors`]: the mapping of the core's errors to the exception classes defined in
 //!   `writerlock/_errors.py`.
 //!
@@ -16,6 +18,7 @@ use pyo3::prelude::*;
 
 pub mod errors;
 pub mod pg;
+pub mod protocol;
 pub mod sqlite;
 pub mod values;
 
@@ -24,5 +27,6 @@ pub mod values;
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     sqlite::register(m)?;
     pg::register(m)?;
+    protocol::register(m)?;
     Ok(())
 }

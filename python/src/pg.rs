@@ -26,7 +26,7 @@ fn seconds(name: &'static str, value: f64) -> PyResult<std::time::Duration> {
 /// Durations are in seconds.
 #[pyclass(module = "writerlock._native", name = "PgSettings", frozen)]
 pub struct PySettings {
-    inner: Settings,
+    pub(crate) inner: Settings,
 }
 
 #[pymethods]
@@ -328,6 +328,12 @@ impl PgSession {
                 (c.name, c.sent, c.shown, status)
             })
             .collect())
+    }
+
+    /// Raises `SettingNotInEffect` naming the first startup setting the server does not
+    /// report (the check `connect` makes).
+    fn verify_settings(&self, py: Python<'_>) -> PyResult<()> {
+        self.with(py, |c| c.verify_settings())
     }
 
     /// Closes the session; an open transaction rolls back on the server. Closing twice does

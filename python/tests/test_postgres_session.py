@@ -253,10 +253,12 @@ def test_idle_holder_is_ended_and_the_next_writer_commits_within_30_s() -> None:
     assert 14.0 <= r["elapsed"] < 30.0, r
     assert r["waits"] == 2, r  # the first wait of 10 s was cancelled, the second granted
     assert r["holder_alive"] == 0, r
-    assert r["generation"] == 1, r  # the holder's update rolled back, the writer's landed
+    assert r["generation"] == 2, r  # the holder's update rolled back, both writers' landed
     assert r["holder_error"]["type"] == "SessionEnded", r
     assert "idle-in-transaction timeout" in r["holder_error"]["message"], r
     assert r["holder_closed"] is True
+    # A psycopg 3 writer through write(conn) waited at the same time and committed too.
+    assert r["driver"]["waits"] == 2 and 14.0 <= r["driver"]["elapsed"] < 30.0, r
 
 
 def test_three_cancelled_waits_of_10_seconds_at_the_defaults() -> None:
@@ -270,6 +272,15 @@ def test_three_cancelled_waits_of_10_seconds_at_the_defaults() -> None:
     assert caught["in_transaction"] is False
     assert 29.0 <= r["elapsed"] < 45.0, r
     assert r["generation"] == 0
+    # A psycopg 3 writer through write(conn) waited at the same time, with the same result.
+    driver = r["driver"]
+    assert driver["caught"] == {
+        "type": "WriterLockNotGranted",
+        "message": "the ledger writer lock was not granted in 3 waits of 10 seconds",
+        "sqlstate": "55P03",
+        "idle": True,
+    }, r
+    assert 29.0 <= driver["elapsed"] < 45.0, r
 
 
 def test_three_cancelled_waits_raise_writer_lock_not_granted(pg_db) -> None:  # type: ignore[no-untyped-def]

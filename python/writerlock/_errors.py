@@ -246,6 +246,7 @@ _BY_KIND: Dict[str, Type[BaseException]] = {
     "setting": SettingNotInEffect,
     "already_in_transaction": OperationalError,
     "rolled_back": OperationalError,
+    "commit_unknown": OperationalError,
     "parameter": ProgrammingError,
     "unsupported_type": NotSupportedError,
     "invalid_url": InterfaceError,

@@ -45,7 +45,8 @@ from typing import (
     Union,
 )
 
-from . import _native
+from . import _drivers, _native
+from ._drivers import DriverWrite
 from ._errors import (
     ConnectError,
     ConnectionClosed,
@@ -65,6 +66,10 @@ from ._errors import (
 
 __all__ = [
     "connect",
+    "write",
+    "DriverWrite",
+    "session_options",
+    "check_session",
     "Connection",
     "Cursor",
     "Write",
@@ -573,11 +578,22 @@ class Pool:
         return self._pool.size
 
 
-def setup_schema(conn: Connection, extra_sql: Optional[str] = None) -> None:
+def setup_schema(conn: Any, extra_sql: Optional[str] = None, **options: Any) -> None:
     """Sets up the writer floor (table, trigger, stored floor) under the writer lock, running
     the host's ``extra_sql`` script first; raises the stored floor to the connection's
-    ``required``, never lowers it."""
-    _connection(conn)._session.setup_schema(extra_sql)
+    ``required``, never lowers it. ``conn`` is a :class:`Connection` or a psycopg 3 /
+    psycopg2 connection (then ``version``, ``required`` and the lock settings come from
+    ``options``, as for :func:`session_options`)."""
+    if isinstance(conn, Connection):
+        if options:
+            raise TypeError(
+                "setup_schema() takes settings only with a psycopg connection; a "
+                "writerlock.postgres.Connection carries its own"
+            )
+        conn._session.setup_schema(extra_sql)
+        return
+    driver = _drivers.driver_for(conn)
+    _drivers.setup_schema(driver, _byo_settings(options), extra_sql)
 
 
 def refused_writers(conn: Connection) -> List[RefusedWriter]:
@@ -596,3 +612,103 @@ def _connection(conn: Any) -> Connection:
             f"conn must be a writerlock.postgres.Connection, not {type(conn).__name__}"
         )
     return conn
+
+
+# --------------------------------------------------------------------------------------------
+# Bring your own connection: psycopg 3 or psycopg2
+
+
+def _byo_settings(options: Dict[str, Any]) -> Any:
+    version = options.pop("version", VERSION)
+    required = options.pop("required", REQUIRED)
+    return _settings(version, required, options)
+
+
+def session_options(*, version: int = VERSION, required: int = REQUIRED, **options: Any) -> Dict[str, str]:
+    """The libpq connection keywords that give a connection of your own driver the
+    writer-session settings: ``options`` (the startup settings ``-c lock_timeout=10s -c
+    idle_in_transaction_session_timeout=15s -c statement_timeout=60s -c
+    agentihooks.ledger_writer_version=1`` and the server's TCP keepalives), ``keepalives``,
+    ``keepalives_idle``, ``keepalives_interval``, ``keepalives_count``,
+    ``tcp_user_timeout`` (milliseconds), ``connect_timeout`` and ``application_name``::
+
+        conn = psycopg.connect(url, **postgres.session_options())
+        pool = psycopg_pool.ConnectionPool(url, kwargs=postgres.session_options(),
+                                           configure=postgres.check_session)
+
+    ``options`` takes the same settings as :func:`connect` (``lock_wait``, ``lock_tries``,
+    ``idle_in_transaction``, ``statement_timeout``, ``connect_timeout``, ``keepalives``,
+    ``keepalives_idle``, ``keepalives_interval``, ``keepalives_count``,
+    ``tcp_user_timeout``); pass the same ones to :func:`write` and :func:`check_session`.
+    An ``options`` keyword in your own address is replaced by this one.
+    """
+    settings = _settings(version, required, options)
+    return dict(_native.pg_libpq_keywords(settings))
+
+
+def check_session(
+    conn: Any, *, version: int = VERSION, required: int = REQUIRED, **options: Any
+) -> List[Tuple[str, str, Optional[str], str]]:
+    """Checks that the writer-session settings took effect on ``conn`` (the check
+    :func:`connect` makes): raises :class:`SettingNotInEffect` naming the first one the server
+    does not report, for example when a pooler dropped the startup options or the connection
+    was opened without :func:`session_options`. Returns every setting as ``(name, sent,
+    shown, status)``. Leaves the connection's transaction as it found it, so it fits
+    ``psycopg_pool.ConnectionPool(configure=check_session)``."""
+    if isinstance(conn, Connection):
+        conn._session.verify_settings()
+        return conn.check_settings()
+    settings = _settings(version, required, options)
+    driver = _drivers.driver_for(conn)
+    try:
+        return _drivers.check_session(driver, settings)
+    except SettingNotInEffect as err:
+        _drivers.add_session_note(err)
+        raise
+
+
+def write(
+    conn: Any,
+    ledger: Optional[str] = None,
+    *,
+    existing_alerts: Union[
+        Iterable[AlertLike], Callable[[Any, Optional[str]], Iterable[AlertLike]], None
+    ] = None,
+    version: int = VERSION,
+    required: int = REQUIRED,
+    **options: Any,
+) -> Any:
+    """A write transaction on ``conn``: ``with postgres.write(conn, "main") as w:``.
+
+    ``conn`` is a :class:`Connection` (the same as ``conn.write(ledger)``) or a psycopg 3 or
+    psycopg2 connection opened with ``**session_options()``. On a driver's connection the
+    core's writer protocol runs its statements there: the schema setup once per address per
+    process, the writer lock as the transaction's first statement with its waits
+    (:class:`WriterLockNotGranted`: ``the ledger writer lock was not granted in 3 waits of 10
+    seconds``), the floor check (:class:`Refused`, SQLSTATE ``LW001``, nothing written, the
+    refusal lock kept until the connection closes), and the refused writers still connected,
+    whose alert texts land in ``w.alerts``. The block's statements run on the same
+    connection (``w.execute(sql, params)`` uses the driver's own placeholders, ``%s`` for
+    psycopg); the write commits when the block ends and rolls back when it raises. A
+    statement that failed inside the block makes the commit roll back and raise
+    :class:`OperationalError` (nothing was committed).
+
+    The settings (``version``, ``required``, ``lock_wait``, ``lock_tries``...) are the ones
+    passed to :func:`session_options`; a session that does not carry this writer's version
+    is not written to (:class:`SettingNotInEffect`). In autocommit mode the write sends
+    ``BEGIN``, ``COMMIT`` and ``ROLLBACK`` itself; otherwise it uses the driver's
+    ``commit()`` and ``rollback()``. The connection must not be inside a transaction that
+    already ran a statement (``cannot start a transaction within a transaction``).
+    """
+    if isinstance(conn, Connection):
+        if options or version != VERSION or required != REQUIRED:
+            raise TypeError(
+                "write() takes settings only with a psycopg connection; a "
+                "writerlock.postgres.Connection carries its own (connect(url, ...))"
+            )
+        return conn.write(ledger, existing_alerts=existing_alerts)
+    driver = _drivers.driver_for(conn)
+    settings = _settings(version, required, options)
+    return DriverWrite(
+        conn, driver, settings, ledger, existing_alerts, new_alerts, RefusedWriter
+    )

@@ -12,6 +12,7 @@ from typing import (
     Tuple,
     TypedDict,
     Union,
+    overload,
 )
 
 WRITER_LOCK: int
@@ -231,7 +232,15 @@ class Pool:
     @property
     def size(self) -> int: ...
 
-def setup_schema(conn: Connection, extra_sql: Optional[str] = None) -> None: ...
+def setup_schema(
+    conn: Any,
+    extra_sql: Optional[str] = None,
+    *,
+    version: int = ...,
+    required: int = ...,
+    lock_wait: float = ...,
+    lock_tries: int = ...,
+) -> None: ...
 def refused_writers(conn: Connection) -> List[RefusedWriter]: ...
 def stored_floor(conn: Connection) -> Optional[int]: ...
 def new_alerts(
@@ -240,3 +249,96 @@ def new_alerts(
 ) -> List[str]: ...
 def alert_text(writer: str, version: int, floor: int) -> str: ...
 def refusal_message(version: int, floor: int) -> str: ...
+
+# Bring your own connection (psycopg 3, psycopg2)
+
+_CheckTuple = Tuple[str, str, Optional[str], str]
+
+def session_options(
+    *,
+    version: int = ...,
+    required: int = ...,
+    lock_wait: float = ...,
+    lock_tries: int = ...,
+    idle_in_transaction: float = ...,
+    statement_timeout: float = ...,
+    connect_timeout: float = ...,
+    keepalives: bool = ...,
+    keepalives_idle: float = ...,
+    keepalives_interval: float = ...,
+    keepalives_count: int = ...,
+    tcp_user_timeout: float = ...,
+) -> Dict[str, str]:
+    """The libpq keywords that carry the writer-session settings:
+    ``psycopg.connect(url, **session_options())``."""
+
+def check_session(
+    conn: Any,
+    *,
+    version: int = ...,
+    required: int = ...,
+    lock_wait: float = ...,
+    lock_tries: int = ...,
+    idle_in_transaction: float = ...,
+    statement_timeout: float = ...,
+    connect_timeout: float = ...,
+    keepalives: bool = ...,
+    keepalives_idle: float = ...,
+    keepalives_interval: float = ...,
+    keepalives_count: int = ...,
+    tcp_user_timeout: float = ...,
+) -> List[_CheckTuple]:
+    """Raises :class:`SettingNotInEffect` unless the settings took effect on ``conn``."""
+
+class DriverWrite:
+    """``with write(conn, ledger) as w:`` on a psycopg 3 or psycopg2 connection."""
+
+    connection: Any
+    ledger: Optional[str]
+    waits: int
+    floor: Optional[int]
+    refused: List[RefusedWriter]
+    alerts: List[str]
+    def __init__(
+        self,
+        conn: Any,
+        driver: Any,
+        settings: Any,
+        ledger: Optional[str],
+        existing_alerts: Any,
+        new_alerts: Callable[..., List[str]],
+        refused_writer: Callable[..., Any],
+    ) -> None: ...
+    def __enter__(self) -> DriverWrite: ...
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool: ...
+    def execute(self, sql: Any, params: Any = None) -> Any: ...
+    def executemany(self, sql: Any, seq_of_params: Any) -> Any: ...
+
+@overload
+def write(
+    conn: Connection,
+    ledger: Optional[str] = None,
+    *,
+    existing_alerts: _ExistingAlerts = None,
+) -> Write: ...
+@overload
+def write(
+    conn: Any,
+    ledger: Optional[str] = None,
+    *,
+    existing_alerts: Union[
+        Iterable[_AlertLike], Callable[[Any, Optional[str]], Iterable[_AlertLike]], None
+    ] = None,
+    version: int = ...,
+    required: int = ...,
+    lock_wait: float = ...,
+    lock_tries: int = ...,
+    idle_in_transaction: float = ...,
+    statement_timeout: float = ...,
+    connect_timeout: float = ...,
+    keepalives: bool = ...,
+    keepalives_idle: float = ...,
+    keepalives_interval: float = ...,
+    keepalives_count: int = ...,
+    tcp_user_timeout: float = ...,
+) -> DriverWrite: ...

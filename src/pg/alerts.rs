@@ -44,6 +44,24 @@ pub struct RefusedWriter {
 }
 
 impl RefusedWriter {
+    /// Reads one row of [`REFUSED_WRITERS_SQL`] (writer, pid, version, floor); integers may
+    /// come as numbers or as text. A missing address is `an unseen client`.
+    pub fn from_row(row: &[Value]) -> RefusedWriter {
+        RefusedWriter {
+            writer: row
+                .first()
+                .and_then(Value::read_text)
+                .unwrap_or_else(|| UNSEEN_CLIENT.to_string()),
+            pid: row
+                .get(1)
+                .and_then(Value::read_i64)
+                .and_then(|p| i32::try_from(p).ok())
+                .unwrap_or(0),
+            version: row.get(2).and_then(Value::read_i64).unwrap_or(0),
+            floor: row.get(3).and_then(Value::read_i64).unwrap_or(0),
+        }
+    }
+
     /// The refusal it got: `ledger writer version 0 is below version 1, ...`.
     pub fn refusal(&self) -> String {
         refusal_message(self.version, self.floor)
@@ -131,20 +149,7 @@ pub fn refused_writers(conn: &mut Connection) -> Result<Vec<RefusedWriter>, Erro
     Ok(rows
         .rows()
         .iter()
-        .map(|r| RefusedWriter {
-            writer: r
-                .get(0)
-                .and_then(Value::as_str)
-                .unwrap_or(UNSEEN_CLIENT)
-                .to_string(),
-            pid: r
-                .get(1)
-                .and_then(Value::as_i64)
-                .and_then(|p| i32::try_from(p).ok())
-                .unwrap_or(0),
-            version: r.get(2).and_then(Value::as_i64).unwrap_or(0),
-            floor: r.get(3).and_then(Value::as_i64).unwrap_or(0),
-        })
+        .map(|r| RefusedWriter::from_row(r.values()))
         .collect())
 }
 

@@ -16,7 +16,8 @@ use postgres::NoTls;
 use super::address::Address;
 use super::error::{describe, Error};
 use super::placeholder::translate;
-use super::settings::{Settings, VERSION_SETTING};
+use super::settings::{verify_checks, Settings};
+pub use super::settings::{SettingCheck, SettingStatus};
 use super::value::{decode, readable, Column, Row, Rows, Value};
 
 /// Where a connection stands with respect to a transaction.
@@ -52,31 +53,6 @@ impl std::fmt::Debug for Connection {
             .field("lost", &self.lost)
             .finish()
     }
-}
-
-/// Whether a startup setting took effect on a session.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SettingStatus {
-    /// The server reports the value sent.
-    InEffect,
-    /// The server reports another value: the option was dropped or overridden.
-    NotInEffect,
-    /// The server cannot apply it on this kind of connection (a `tcp_*` setting on a Unix
-    /// socket), so it was not checked.
-    NotApplicable,
-}
-
-/// One startup setting as sent and as the server reports it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SettingCheck {
-    /// The setting's name, such as `lock_timeout`.
-    pub name: String,
-    /// The value sent, such as `10s`.
-    pub sent: String,
-    /// What `SHOW` prints for it on this session (`None` when the server has no value).
-    pub shown: Option<String>,
-    /// Whether it took effect.
-    pub status: SettingStatus,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -285,55 +261,20 @@ impl Connection {
 
     /// Reports, for every startup setting, the value sent and whether the server applied it.
     pub fn check_settings(&mut self) -> Result<Vec<SettingCheck>, Error> {
-        let sent = self.settings.startup_settings();
-        let names: Vec<String> = sent.iter().map(|s| format!("'{}'", s.name)).collect();
-        let sql = format!(
-            "SELECT n, (SELECT setting FROM pg_settings WHERE name = n), \
-             current_setting(n, true), inet_client_addr() IS NULL \
-             FROM unnest(ARRAY[{}]::text[]) WITH ORDINALITY AS t(n, i) ORDER BY i",
-            names.join(", ")
-        );
-        let rows = self.execute(&sql, &[])?;
-        let mut out = Vec::new();
-        for (setting, row) in sent.iter().zip(rows.rows()) {
-            let base = row.get(1).and_then(Value::as_str);
-            let shown = row.get(2).and_then(Value::as_str).map(str::to_string);
-            let local = row.get(3).and_then(Value::as_bool).unwrap_or(false);
-            let reported = if setting.name == VERSION_SETTING {
-                shown.as_deref().map(str::trim)
-            } else {
-                base
-            };
-            let status = if setting.tcp && local {
-                SettingStatus::NotApplicable
-            } else if reported == Some(setting.base.as_str()) {
-                SettingStatus::InEffect
-            } else {
-                SettingStatus::NotInEffect
-            };
-            out.push(SettingCheck {
-                name: setting.name.to_string(),
-                sent: setting.value.clone(),
-                shown,
-                status,
-            });
-        }
-        Ok(out)
+        let rows = self.execute(&self.settings.check_sql(), &[])?;
+        let rows: Vec<Vec<Value>> = rows
+            .into_rows()
+            .into_iter()
+            .map(|r| r.into_values())
+            .collect();
+        Ok(self.settings.read_checks(&rows))
     }
 
     /// Fails with [`Error::SettingNotInEffect`] naming the first startup setting the server
     /// did not apply.
     pub fn verify_settings(&mut self) -> Result<(), Error> {
-        for check in self.check_settings()? {
-            if check.status == SettingStatus::NotInEffect {
-                return Err(Error::SettingNotInEffect {
-                    setting: check.name,
-                    expected: check.sent,
-                    actual: check.shown.unwrap_or_else(|| "unset".to_string()),
-                });
-            }
-        }
-        Ok(())
+        let checks = self.check_settings()?;
+        verify_checks(checks)
     }
 
     /// Closes the session (an open transaction rolls back on the server).

@@ -144,6 +144,17 @@ pub enum Error {
         reason: String,
     },
 
+    /// The connection was lost while `COMMIT` ran: the server may or may not have committed.
+    #[error(
+        "the connection was lost while the transaction committed ({reason}): whether it \
+         committed is unknown; check the data before writing it again, and take a new \
+         connection"
+    )]
+    CommitUnknown {
+        /// What the driver said.
+        reason: String,
+    },
+
     /// A statement in the transaction failed, so `COMMIT` could only roll back.
     #[error(
         "the transaction was rolled back because a statement in it failed; nothing was committed"
@@ -215,7 +226,7 @@ impl Error {
     /// The SQLSTATE of this error, where there is one: the server's code for server errors,
     /// `LW001` for a refusal, `55P03` when the writer lock was not granted, `25001` for a
     /// lock asked for inside a transaction, `08003` for a closed connection, `40000` for a
-    /// commit that rolled back.
+    /// commit that rolled back, `08007` for a commit whose outcome is unknown.
     pub fn code(&self) -> Option<&SqlState> {
         match self {
             Error::Database { code, .. } | Error::SessionEnded { code, .. } => Some(code),
@@ -225,6 +236,7 @@ impl Error {
             Error::AlreadyInTransaction => Some(&SqlState::ACTIVE_SQL_TRANSACTION),
             Error::Closed { .. } => Some(&SqlState::CONNECTION_DOES_NOT_EXIST),
             Error::RolledBack => Some(&SqlState::TRANSACTION_ROLLBACK),
+            Error::CommitUnknown { .. } => Some(&SqlState::TRANSACTION_RESOLUTION_UNKNOWN),
             _ => None,
         }
     }
@@ -232,7 +244,10 @@ impl Error {
     /// Whether the connection that raised this error is gone for good (closed, lost or ended
     /// by the server). A pool drops such connections.
     pub fn is_connection_lost(&self) -> bool {
-        matches!(self, Error::Closed { .. } | Error::SessionEnded { .. })
+        matches!(
+            self,
+            Error::Closed { .. } | Error::SessionEnded { .. } | Error::CommitUnknown { .. }
+        )
     }
 
     /// Turns a driver error into this error type.

@@ -14,6 +14,7 @@ use std::sync::{LazyLock, Mutex};
 
 use super::connection::{Connection, Tx};
 use super::error::Error;
+use super::protocol::refusal_lock_sql;
 use super::value::Value;
 
 /// The refusal lock's class id: 0x4C574652 (`LWFR`), 1280788050.
@@ -110,6 +111,20 @@ fn set_up() -> std::sync::MutexGuard<'static, HashSet<String>> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// Whether this process already set up the schema at `address` (an [`Address`]'s display
+/// form, `postgresql://user@host:port/dbname`).
+///
+/// [`Address`]: super::Address
+pub fn is_set_up(address: &str) -> bool {
+    set_up().contains(address)
+}
+
+/// Records that this process set up the schema at `address`, for a host that ran the setup
+/// through [`Protocol::setup`](super::protocol::Protocol::setup) on a connection of its own.
+pub fn mark_set_up(address: &str) {
+    set_up().insert(address.to_string());
+}
+
 /// Runs [`setup_schema`] without host DDL unless this process already set up the
 /// connection's address.
 pub fn ensure_schema(conn: &mut Connection) -> Result<(), Error> {
@@ -191,11 +206,8 @@ pub(crate) fn take_refusal_lock(
     version: i64,
     floor: i64,
 ) -> Result<(), Error> {
-    let key = refusal_lock_key(version, floor);
-    if let Ok(key) = i32::try_from(key) {
-        conn.execute_batch(&format!(
-            "SELECT pg_try_advisory_lock_shared({REFUSED_LOCK_CLASS}, {key})"
-        ))?;
+    if let Some(sql) = refusal_lock_sql(version, floor) {
+        conn.execute_batch(&sql)?;
     }
     Ok(())
 }

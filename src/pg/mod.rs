@@ -16,6 +16,8 @@
 //! - [`setup_schema`]: the floor table, trigger and stored floor.
 //! - [`refused_writers`] and [`new_alerts`]: the ledger alert for refused writers.
 //! - [`admin`]: the holder, idle-holder and unrecorded-bump queries.
+//! - [`protocol`]: the same writer lock, floor check and schema setup without I/O, for
+//!   hosts that run the statements on a connection of their own (psycopg, PDO, libpq).
 //!
 //! ```no_run
 //! use writerlock::pg::{Connection, Settings, Value};
@@ -42,6 +44,7 @@ pub mod error;
 pub mod floor;
 pub mod placeholder;
 pub mod pool;
+pub mod protocol;
 pub mod settings;
 pub mod value;
 pub mod writer;
@@ -51,7 +54,7 @@ pub use alerts::{
     alert_text, new_alerts, refused_writers, Alert, RefusedWriter, KEPT_CLOSED_ALERTS,
     UNSEEN_CLIENT,
 };
-pub use connection::{Connection, SettingCheck, SettingStatus};
+pub use connection::Connection;
 pub use error::{refusal_message, Error, REFUSED_SQLSTATE};
 pub use floor::{
     ensure_schema, refusal_lock_key, setup_schema, stored_floor, FLOOR_NAME, REFUSED_LOCK_CLASS,
@@ -60,9 +63,12 @@ pub use floor::{
 pub use placeholder::translate;
 pub use pool::{Pool, DEFAULT_POOL_SIZE};
 pub use postgres::error::SqlState;
+pub use protocol::{
+    Protocol, Reply, ServerError, Statement, StatementKind, Step, TxState, WriteStart,
+};
 pub use settings::{
-    Settings, IDLE_IN_TRANSACTION, LOCK_TRIES, LOCK_WAIT, REQUIRED, SESSION, STATEMENT_TIMEOUT,
-    VERSION, VERSION_SETTING, WRITER_LOCK,
+    verify_checks, SettingCheck, SettingStatus, Settings, IDLE_IN_TRANSACTION, LOCK_TRIES,
+    LOCK_WAIT, REQUIRED, SESSION, STATEMENT_TIMEOUT, VERSION, VERSION_SETTING, WRITER_LOCK,
 };
 pub use value::{Column, Row, Rows, Value};
-pub use writer::{Write, WriteStart};
+pub use writer::Write;

@@ -13,6 +13,7 @@
 use std::time::Duration;
 
 use super::error::Error;
+use super::value::Value;
 
 /// The writer lock key: `SELECT pg_advisory_xact_lock(1279607879)` (0x4C454447, "LEDG").
 pub const WRITER_LOCK: i64 = 0x4C45_4447;
@@ -375,6 +376,40 @@ impl Settings {
         out
     }
 
+    /// The libpq connection keywords that open a session with these settings through a
+    /// driver of the host's own (psycopg, PDO, libpq): `options` (the startup settings),
+    /// `keepalives`, `keepalives_idle`, `keepalives_interval`, `keepalives_count` (seconds),
+    /// `tcp_user_timeout` (milliseconds, the client side's), `connect_timeout` (whole
+    /// seconds, at least 2 as libpq counts it) and `application_name` (`writerlock`).
+    pub fn libpq_keywords(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("options", self.startup_options()),
+            ("keepalives", u8::from(self.keepalives).to_string()),
+            (
+                "keepalives_idle",
+                self.keepalives_idle.as_secs().to_string(),
+            ),
+            (
+                "keepalives_interval",
+                self.keepalives_interval.as_secs().to_string(),
+            ),
+            ("keepalives_count", self.keepalives_count.to_string()),
+            (
+                "tcp_user_timeout",
+                self.tcp_user_timeout.as_millis().to_string(),
+            ),
+            (
+                "connect_timeout",
+                self.connect_timeout
+                    .as_secs_f64()
+                    .ceil()
+                    .max(2.0)
+                    .to_string(),
+            ),
+            ("application_name", "writerlock".to_string()),
+        ]
+    }
+
     /// The libpq `options` string: one `-c name=value` per startup setting, for example
     /// `-c lock_timeout=10s -c idle_in_transaction_session_timeout=15s -c statement_timeout=60s
     /// -c agentihooks.ledger_writer_version=1 ...`.
@@ -385,6 +420,100 @@ impl Settings {
             .collect::<Vec<_>>()
             .join(" ")
     }
+}
+
+/// Whether a startup setting took effect on a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SettingStatus {
+    /// The server reports the value sent.
+    InEffect,
+    /// The server reports another value: the option was dropped or overridden.
+    NotInEffect,
+    /// The server cannot apply it on this kind of connection (a `tcp_*` setting on a Unix
+    /// socket), so it was not checked.
+    NotApplicable,
+}
+
+/// One startup setting as sent and as the server reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SettingCheck {
+    /// The setting's name, such as `lock_timeout`.
+    pub name: String,
+    /// The value sent, such as `10s`.
+    pub sent: String,
+    /// What `SHOW` prints for it on this session (`None` when the server has no value).
+    pub shown: Option<String>,
+    /// Whether it took effect.
+    pub status: SettingStatus,
+}
+
+impl Settings {
+    /// The statement that reports how every startup setting stands on a session: the
+    /// setting's name, its value in `pg_settings` (in its base unit), what
+    /// `current_setting` shows, and whether the session came through a Unix socket. It has
+    /// no parameters, so any driver can run it; read its rows with [`Settings::read_checks`].
+    pub fn check_sql(&self) -> String {
+        let names: Vec<String> = self
+            .startup_settings()
+            .iter()
+            .map(|s| format!("'{}'", s.name))
+            .collect();
+        format!(
+            "SELECT n, (SELECT setting FROM pg_settings WHERE name = n), \
+             current_setting(n, true), inet_client_addr() IS NULL \
+             FROM unnest(ARRAY[{}]::text[]) WITH ORDINALITY AS t(n, i) ORDER BY i",
+            names.join(", ")
+        )
+    }
+
+    /// Reads the rows of [`Settings::check_sql`]: for every startup setting, the value sent
+    /// and whether the server applied it. The writer version is compared as the session
+    /// shows it, the rest in their base units; a `tcp_*` setting on a Unix socket is not
+    /// applicable. A setting without its row is not in effect.
+    pub fn read_checks(&self, rows: &[Vec<Value>]) -> Vec<SettingCheck> {
+        let mut out = Vec::new();
+        for (i, setting) in self.startup_settings().iter().enumerate() {
+            let row = rows.get(i);
+            let cell = |n: usize| row.and_then(|r| r.get(n));
+            let base = cell(1).and_then(Value::read_text);
+            let shown = cell(2).and_then(Value::read_text);
+            let local = cell(3).and_then(Value::read_bool).unwrap_or(false);
+            let reported = if setting.name == VERSION_SETTING {
+                shown.as_deref().map(str::trim).map(str::to_string)
+            } else {
+                base
+            };
+            let status = if setting.tcp && local {
+                SettingStatus::NotApplicable
+            } else if reported.as_deref() == Some(setting.base.as_str()) {
+                SettingStatus::InEffect
+            } else {
+                SettingStatus::NotInEffect
+            };
+            out.push(SettingCheck {
+                name: setting.name.to_string(),
+                sent: setting.value.clone(),
+                shown,
+                status,
+            });
+        }
+        out
+    }
+}
+
+/// Fails with [`Error::SettingNotInEffect`] naming the first setting of `checks` that is not
+/// in effect.
+pub fn verify_checks(checks: Vec<SettingCheck>) -> Result<(), Error> {
+    for check in checks {
+        if check.status == SettingStatus::NotInEffect {
+            return Err(Error::SettingNotInEffect {
+                setting: check.name,
+                expected: check.sent,
+                actual: check.shown.unwrap_or_else(|| "unset".to_string()),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// One server setting a session sends at startup.
@@ -484,6 +613,23 @@ mod tests {
             "-c lock_timeout=1500ms -c idle_in_transaction_session_timeout=15s \
              -c statement_timeout=60s -c agentihooks.ledger_writer_version=4"
         );
+    }
+
+    #[test]
+    fn libpq_keywords_carry_the_settings() {
+        let kw = Settings::new().libpq_keywords();
+        let get = |k: &str| kw.iter().find(|(n, _)| *n == k).map(|(_, v)| v.as_str());
+        assert_eq!(
+            get("options"),
+            Some(Settings::new().startup_options().as_str())
+        );
+        assert_eq!(get("keepalives"), Some("1"));
+        assert_eq!(get("keepalives_idle"), Some("30"));
+        assert_eq!(get("keepalives_interval"), Some("10"));
+        assert_eq!(get("keepalives_count"), Some("3"));
+        assert_eq!(get("tcp_user_timeout"), Some("60000"));
+        assert_eq!(get("connect_timeout"), Some("10"));
+        assert_eq!(get("application_name"), Some("writerlock"));
     }
 
     #[test]

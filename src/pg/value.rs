@@ -130,6 +130,43 @@ impl Value {
     pub fn is_null(&self) -> bool {
         matches!(self, Value::Null)
     }
+
+    /// The integer, from an [`Value::Int`] or from its text (a driver that returns every
+    /// column as text, such as PDO).
+    pub fn read_i64(&self) -> Option<i64> {
+        match self {
+            Value::Int(v) => Some(*v),
+            Value::Text(s) | Value::Numeric(s) => s.trim().parse().ok(),
+            _ => None,
+        }
+    }
+
+    /// The boolean, from a [`Value::Bool`], an integer, or Postgres' text forms (`t`, `f`,
+    /// `true`, `on`, ...).
+    pub fn read_bool(&self) -> Option<bool> {
+        match self {
+            Value::Bool(v) => Some(*v),
+            Value::Int(v) => Some(*v != 0),
+            Value::Text(s) => match s.trim() {
+                "t" | "true" | "1" | "on" => Some(true),
+                "f" | "false" | "0" | "off" => Some(false),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// The value as text: text as it is, numbers and booleans in Postgres' text form
+    /// (`None` for `NULL` and the other kinds).
+    pub fn read_text(&self) -> Option<String> {
+        match self {
+            Value::Text(s) | Value::Numeric(s) => Some(s.clone()),
+            Value::Int(v) => Some(v.to_string()),
+            Value::Float(v) => Some(v.to_string()),
+            Value::Bool(v) => Some(if *v { "on" } else { "off" }.to_string()),
+            _ => None,
+        }
+    }
 }
 
 fn base_type(ty: &Type) -> &Type {

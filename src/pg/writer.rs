@@ -12,48 +12,14 @@
 //! writers still connected are listed, so the host can raise their alerts on the ledger it
 //! writes.
 
-use postgres::error::SqlState;
-
-use super::alerts::{new_alerts, refused_writers, Alert, RefusedWriter};
+use super::alerts::{refused_writers, Alert, RefusedWriter};
 use super::connection::{Connection, Tx};
 use super::error::Error;
-use super::floor::{
-    ensure_schema, take_refusal_lock, FLOOR_NAME, REFUSED_LOCK_CLASS, REFUSED_LOCK_SUBID,
+use super::floor::{ensure_schema, take_refusal_lock};
+use super::protocol::{
+    floor_check_sql, is_cancelled_wait, FloorCheck, WriteStart, WRITER_LOCK_SQL,
 };
-use super::settings::WRITER_LOCK;
 use super::value::{Rows, Value};
-
-/// What a write learned while it started: the waits it took, the stored floor, and the
-/// refused writers still connected.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct WriteStart {
-    waits: u32,
-    floor: Option<i64>,
-    refused: Vec<RefusedWriter>,
-}
-
-impl WriteStart {
-    /// How many waits for the writer lock it took (1 when granted on the first).
-    pub fn waits(&self) -> u32 {
-        self.waits
-    }
-
-    /// The stored floor (`None` when the database stores none).
-    pub fn floor(&self) -> Option<i64> {
-        self.floor
-    }
-
-    /// The refused writers still connected to this database.
-    pub fn refused(&self) -> &[RefusedWriter] {
-        &self.refused
-    }
-
-    /// The writer alerts to raise on the ledger being written, given that ledger's current
-    /// alerts (see [`new_alerts`]).
-    pub fn alerts(&self, existing: &[Alert]) -> Vec<String> {
-        new_alerts(&self.refused, existing)
-    }
-}
 
 impl Connection {
     /// Takes the writer lock as the first statement of a transaction: opens one if none is
@@ -70,14 +36,13 @@ impl Connection {
             }
         }
         let tries = self.settings().get_lock_tries();
-        let lock = format!("SELECT pg_advisory_xact_lock({WRITER_LOCK})");
         for attempt in 1..=tries {
             if !self.in_transaction() {
                 self.begin()?;
             }
-            match self.execute_batch(&lock) {
+            match self.execute_batch(WRITER_LOCK_SQL) {
                 Ok(()) => return Ok(attempt),
-                Err(err) if err.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => {
+                Err(err) if err.code().is_some_and(|c| is_cancelled_wait(c.code())) => {
                     self.rollback()?;
                 }
                 Err(err) => {
@@ -150,26 +115,20 @@ impl Connection {
     /// refused-writers query joins `pg_stat_activity`, which costs a write
     /// more than a millisecond, so it runs only when there is one to name.
     fn check_floor(&mut self) -> Result<(Option<i64>, bool), Error> {
-        let sql = format!(
-            "SELECT (SELECT version FROM writer_floor WHERE name = $1), EXISTS (SELECT 1 FROM pg_locks \
-             WHERE locktype = 'advisory' AND classid = {REFUSED_LOCK_CLASS} AND objsubid = {REFUSED_LOCK_SUBID} \
-             AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))"
-        );
-        let rows = self.execute(&sql, &[Value::Text(FLOOR_NAME.to_string())])?;
-        let row = rows.first();
-        let floor = row.and_then(|r| r.get(0)).and_then(Value::as_i64);
-        let any_refused = row
-            .and_then(|r| r.get(1))
-            .and_then(Value::as_bool)
-            .unwrap_or(true);
+        let rows = self.execute(&floor_check_sql(), &[])?;
+        let rows: Vec<_> = rows
+            .into_rows()
+            .into_iter()
+            .map(|r| r.into_values())
+            .collect();
+        let check = FloorCheck::read(&rows);
         let version = i64::from(self.settings().get_version());
-        if let Some(floor) = floor {
-            if version < floor {
-                take_refusal_lock(self, version, floor)?;
-                self.rollback()?;
-                return Err(Error::Refused { version, floor });
-            }
+        if let Some((version, floor)) = check.refusal(version) {
+            take_refusal_lock(self, version, floor)?;
+            self.rollback()?;
+            return Err(Error::Refused { version, floor });
         }
+        let (floor, any_refused) = (check.floor, check.any_refused);
         Ok((floor, any_refused))
     }
 }

@@ -1,0 +1,369 @@
+"""The writer session on a connection of your own: psycopg 3 or psycopg2.
+
+The core's writer protocol (``_native.PgProtocol``) says which statement to run next and
+what each result means; this module only runs the statements on the driver's connection and
+feeds back the rows, the server's error (SQLSTATE, message, severity) or a lost connection.
+Transaction control goes through the driver's own calls where it manages transactions
+itself (outside autocommit): its next statement opens the transaction, and ``rollback()``
+and ``commit()`` end it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Callable, List, Optional, Sequence, Tuple
+
+from . import _native
+from ._errors import InterfaceError, ProgrammingError, SettingNotInEffect
+
+
+class Driver:
+    """One driver connection, seen through what the protocol needs."""
+
+    name = "a driver"
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+
+    # Driver specifics -------------------------------------------------------------------
+
+    def status(self) -> str:
+        """``idle``, ``intrans``, ``inerror``, ``active`` or ``unknown``."""
+        raise NotImplementedError
+
+    def autocommit(self) -> bool:
+        raise NotImplementedError
+
+    def closed(self) -> bool:
+        raise NotImplementedError
+
+    def errors(self) -> Tuple[type, ...]:
+        """The driver's exception classes."""
+        raise NotImplementedError
+
+    def sqlstate(self, err: BaseException) -> Optional[str]:
+        raise NotImplementedError
+
+    def address(self) -> str:
+        raise NotImplementedError
+
+    # Shared -----------------------------------------------------------------------------
+
+    def tx_state(self) -> str:
+        """The connection's transaction state as the protocol names it."""
+        status = self.status()
+        if status == "idle":
+            return "idle"
+        if status in ("intrans", "inerror"):
+            # A driver opens its transaction together with the first statement, so an open
+            # one has run a statement: the writer lock can no longer be its first.
+            return "open_used"
+        if status == "active":
+            raise ProgrammingError(
+                f"the {self.name} connection is running another statement (another thread or "
+                "an unfinished result); a write needs the connection to itself"
+            )
+        raise InterfaceError(
+            f"the {self.name} connection is closed or broken; open a new one with "
+            "writerlock.postgres.session_options()"
+        )
+
+    def in_error(self) -> bool:
+        """Whether a statement of the open transaction failed."""
+        return self.status() == "inerror"
+
+    def run(self, kind: str, sql: str) -> List[Sequence[Any]]:
+        """Runs one protocol statement; returns its rows."""
+        if not self.autocommit():
+            if kind == "begin":
+                return []  # the driver opens the transaction with the next statement
+            if kind == "rollback":
+                self.conn.rollback()
+                return []
+            if kind == "commit":
+                self.conn.commit()
+                return []
+        cur = self.conn.cursor()
+        try:
+            cur.execute(sql)
+            return list(cur.fetchall()) if cur.description is not None else []
+        finally:
+            cur.close()
+
+    def feed_error(self, protocol: Any, err: BaseException) -> Optional[Tuple[Any, ...]]:
+        """Feeds a driver exception to ``protocol``; ``None`` when it is not a database
+        error (then it is raised as it is)."""
+        sqlstate = self.sqlstate(err)
+        diag = getattr(err, "diag", None)
+        primary = getattr(diag, "message_primary", None) if diag is not None else None
+        severity = getattr(diag, "severity_nonlocalized", None) if diag is not None else None
+        message = primary or str(err).strip() or type(err).__name__
+        if sqlstate:
+            fatal = severity in ("FATAL", "PANIC") or self.closed()
+            return protocol.feed_error(
+                sqlstate,
+                message,
+                getattr(diag, "message_detail", None) if diag is not None else None,
+                getattr(diag, "message_hint", None) if diag is not None else None,
+                fatal,
+            )
+        if self.closed():
+            return protocol.feed_lost(message)
+        return None
+
+
+class Psycopg3(Driver):
+    name = "psycopg"
+
+    def status(self) -> str:
+        from psycopg import pq
+
+        s = self.conn.info.transaction_status
+        return {
+            pq.TransactionStatus.IDLE: "idle",
+            pq.TransactionStatus.INTRANS: "intrans",
+            pq.TransactionStatus.INERROR: "inerror",
+            pq.TransactionStatus.ACTIVE: "active",
+        }.get(s, "unknown")
+
+    def autocommit(self) -> bool:
+        return bool(self.conn.autocommit)
+
+    def closed(self) -> bool:
+        return bool(self.conn.closed or getattr(self.conn, "broken", False))
+
+    def errors(self) -> Tuple[type, ...]:
+        import psycopg
+
+        return (psycopg.Error,)
+
+    def sqlstate(self, err: BaseException) -> Optional[str]:
+        return getattr(err, "sqlstate", None)
+
+    def address(self) -> str:
+        return address_of(self.conn.info)
+
+
+class Psycopg2(Driver):
+    name = "psycopg2"
+
+    def status(self) -> str:
+        import psycopg2.extensions as ext
+
+        if self.conn.closed:
+            return "unknown"
+        s = self.conn.get_transaction_status()
+        return {
+            ext.TRANSACTION_STATUS_IDLE: "idle",
+            ext.TRANSACTION_STATUS_INTRANS: "intrans",
+            ext.TRANSACTION_STATUS_INERROR: "inerror",
+            ext.TRANSACTION_STATUS_ACTIVE: "active",
+        }.get(s, "unknown")
+
+    def autocommit(self) -> bool:
+        return bool(self.conn.autocommit)
+
+    def closed(self) -> bool:
+        return bool(self.conn.closed)
+
+    def errors(self) -> Tuple[type, ...]:
+        import psycopg2
+
+        return (psycopg2.Error,)
+
+    def sqlstate(self, err: BaseException) -> Optional[str]:
+        return getattr(err, "pgcode", None)
+
+    def address(self) -> str:
+        return address_of(self.conn.info)
+
+
+def address_of(info: Any) -> str:
+    """A driver connection's address as the native connection names it (no password)."""
+    host = str(info.host)
+    if ":" in host and not host.startswith("/"):
+        host = f"[{host}]"
+    return f"postgresql://{info.user}@{host}:{info.port}/{info.dbname}"
+
+
+def driver_for(conn: Any) -> Driver:
+    """The driver adapter of ``conn``, or a ``TypeError`` that says what is accepted."""
+    module = type(conn).__module__ or ""
+    top = module.split(".", 1)[0]
+    if top == "psycopg" and hasattr(conn, "info") and hasattr(conn, "pgconn"):
+        if hasattr(conn, "__aenter__") and not hasattr(conn, "__enter__"):
+            raise TypeError(
+                "an async psycopg connection cannot run a synchronous write; use psycopg.Connection"
+            )
+        return Psycopg3(conn)
+    if top == "psycopg2" and hasattr(conn, "get_transaction_status"):
+        return Psycopg2(conn)
+    raise TypeError(
+        "conn must be a writerlock.postgres.Connection, a psycopg 3 connection or a psycopg2 "
+        f"connection opened with **writerlock.postgres.session_options(), not {module}.{type(conn).__name__}"
+    )
+
+
+def drive(driver: Driver, protocol: Any) -> Tuple[Any, ...]:
+    """Runs ``protocol`` on ``driver`` to its end; returns the last step, or raises the
+    protocol's exception with the driver's last error as its cause."""
+    step = protocol.start()
+    cause: Optional[BaseException] = None
+    driver_errors = driver.errors()
+    while step[0] == "run":
+        _, kind, sql = step
+        try:
+            rows = driver.run(kind, sql)
+        except driver_errors as err:
+            fed = driver.feed_error(protocol, err)
+            if fed is None:
+                _abandon(driver)
+                raise
+            cause = err
+            step = fed
+            continue
+        except BaseException:
+            # Not the database: an interrupt or a bug. Leave no transaction open holding the
+            # writer lock.
+            _abandon(driver)
+            raise
+        step = protocol.feed_rows(rows)
+    if step[0] == "failed":
+        raise step[1] from cause
+    return step
+
+
+def _abandon(driver: Driver) -> None:
+    with contextlib.suppress(Exception):
+        if driver.autocommit():
+            if driver.status() in ("intrans", "inerror"):
+                cur = driver.conn.cursor()
+                cur.execute("ROLLBACK")
+                cur.close()
+        else:
+            driver.conn.rollback()
+
+
+def ensure_schema(driver: Driver, settings: Any) -> None:
+    """The schema setup once per address per process (shared with the native connections,
+    which name an address the same way)."""
+    key = driver.address()
+    if _native.pg_schema_is_set_up(key):
+        return
+    setup_schema(driver, settings, None)
+
+
+def setup_schema(driver: Driver, settings: Any, extra_sql: Optional[str]) -> None:
+    """The schema setup on the driver's connection."""
+    drive(driver, _native.PgProtocol.setup(settings, extra_sql, driver.tx_state()))
+    _native.pg_mark_schema_set_up(driver.address())
+
+
+def check_session(driver: Driver, settings: Any) -> List[Tuple[str, str, Optional[str], str]]:
+    """Checks that ``settings``' startup settings took effect on the driver's session; leaves
+    the connection's transaction state as it found it."""
+    was_idle = driver.status() == "idle"
+    cur = driver.conn.cursor()
+    try:
+        cur.execute(_native.pg_check_sql(settings))
+        rows = list(cur.fetchall())
+    finally:
+        cur.close()
+        if was_idle and not driver.autocommit():
+            driver.conn.rollback()
+    checks = _native.pg_read_checks(settings, rows)
+    _native.pg_verify_checks(settings, rows)
+    return checks
+
+
+def add_session_note(err: BaseException) -> None:
+    """Tells how to open a driver's connection with the settings (Python 3.11+ notes)."""
+    add_note = getattr(err, "add_note", None)
+    if add_note is not None:
+        add_note(
+            "open the connection with **writerlock.postgres.session_options(), for example "
+            "psycopg.connect(url, **writerlock.postgres.session_options())"
+        )
+
+
+class DriverWrite:
+    """``with writerlock.postgres.write(conn, ledger) as w:`` on a psycopg connection; see
+    :func:`writerlock.postgres.write`."""
+
+    def __init__(
+        self,
+        conn: Any,
+        driver: Driver,
+        settings: Any,
+        ledger: Optional[str],
+        existing_alerts: Any,
+        new_alerts: Callable[..., List[str]],
+        refused_writer: Callable[..., Any],
+    ) -> None:
+        self.connection = conn
+        self.ledger = ledger
+        self.waits: int = 0
+        self.floor: Optional[int] = None
+        self.refused: List[Any] = []
+        self.alerts: List[str] = []
+        self._driver = driver
+        self._settings = settings
+        self._existing = existing_alerts
+        self._new_alerts = new_alerts
+        self._refused_writer = refused_writer
+        self._open = False
+
+    def __enter__(self) -> "DriverWrite":
+        if self._open:
+            raise ProgrammingError("this write is already open; use a new write()")
+        driver = self._driver
+        ensure_schema(driver, self._settings)
+        try:
+            step = drive(driver, _native.PgProtocol.write(self._settings, driver.tx_state()))
+        except SettingNotInEffect as err:
+            add_session_note(err)
+            raise
+        _, waits, floor, refused = step
+        self._open = True
+        try:
+            self.waits = waits
+            self.floor = floor
+            self.refused = [self._refused_writer(*r) for r in refused]
+            existing = self._existing
+            if callable(existing):
+                existing = existing(self.connection, self.ledger)
+            self.alerts = self._new_alerts(self.refused, existing or ())
+        except BaseException:
+            self._open = False
+            drive(driver, _native.PgProtocol.end(False, True))
+            raise
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        if not self._open:
+            return False
+        self._open = False
+        driver = self._driver
+        if exc_type is None:
+            drive(driver, _native.PgProtocol.end(True, driver.in_error()))
+        else:
+            try:
+                drive(driver, _native.PgProtocol.end(False, True))
+            except Exception as rollback_error:
+                add_note = getattr(exc, "add_note", None)
+                if add_note is not None:
+                    add_note(f"writerlock: the rollback failed too: {rollback_error}")
+        return False
+
+    def execute(self, sql: Any, params: Any = None) -> Any:
+        """Runs one statement inside the write on the driver's cursor, in the driver's own
+        placeholder style; returns the cursor."""
+        cur = self.connection.cursor()
+        cur.execute(sql, params)
+        return cur
+
+    def executemany(self, sql: Any, seq_of_params: Any) -> Any:
+        """Runs one statement per parameter sequence inside the write; returns the cursor."""
+        cur = self.connection.cursor()
+        cur.executemany(sql, seq_of_params)
+        return cur

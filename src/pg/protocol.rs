@@ -1,0 +1,1105 @@
+//! The writer protocol without I/O: which statement to run next, and what each result means.
+//!
+//! In the style of h11 or quinn-proto, a [`Protocol`] never touches a connection. It hands
+//! out one [`Statement`] at a time ([`Step::Run`]); the host runs it on whatever connection
+//! it has (psycopg, PDO, libpq, this crate's own [`Connection`](super::Connection)) and
+//! feeds the outcome back as a [`Reply`]: the rows, the server's error (SQLSTATE and
+//! message), or a lost connection. The protocol answers with the next step, until it ends
+//! with [`Step::Granted`] (a write transaction that holds the writer lock, with the refused
+//! writers to name in alerts), [`Step::Done`] or [`Step::Failed`] with the error to report.
+//!
+//! Every statement is plain SQL text without parameters (the values in it are the core's
+//! constants), so a driver can send it as it is, through the simple or the extended query
+//! protocol. A statement's [`StatementKind`] tells a driver that manages transactions
+//! itself (psycopg outside autocommit, PDO) that it may answer [`StatementKind::Begin`]
+//! without sending anything, because its next statement opens the transaction, and run
+//! [`StatementKind::Rollback`] and [`StatementKind::Commit`] with its own `rollback()` and
+//! `commit()`.
+//!
+//! The decisions are the ledger spec's:
+//!
+//! - a write's first statement is `SELECT pg_advisory_xact_lock(1279607879)`; a wait the
+//!   server cancels through `lock_timeout` (SQLSTATE `55P03`, and only that) rolls back and
+//!   asks again, three waits in all, then fails with `the ledger writer lock was not granted
+//!   in 3 waits of 10 seconds`;
+//! - under the lock, one statement reads the stored floor, the session's writer version and
+//!   whether any refused writer's lock is held; a writer below the floor takes the refusal
+//!   lock (class 1280788050, object `version * 65536 + floor`, sub id 2), rolls back and
+//!   fails with `LW001`;
+//! - the refused writers are listed (a join over `pg_stat_activity`) only when one is there
+//!   to name;
+//! - schema setup takes the writer lock the same way, lifts the statement limit for its own
+//!   transaction and stores the floor, never lowering it;
+//! - ending a write commits it, or rolls back a transaction in which a statement failed and
+//!   says nothing was committed.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use postgres::error::SqlState;
+
+use super::alerts::{new_alerts, Alert, RefusedWriter, REFUSED_WRITERS_SQL};
+use super::error::{parse_refusal, Error, REFUSED_SQLSTATE};
+use super::floor::{
+    refusal_lock_key, FLOOR_NAME, REFUSED_LOCK_CLASS, REFUSED_LOCK_SUBID, SCHEMA_SQL,
+    STORE_FLOOR_SQL,
+};
+#[cfg(test)]
+use super::settings::{verify_checks, SettingStatus};
+use super::settings::{Settings, VERSION_SETTING, WRITER_LOCK};
+use super::value::Value;
+
+/// The writer lock statement: `SELECT pg_advisory_xact_lock(1279607879)`.
+pub const WRITER_LOCK_SQL: &str = "SELECT pg_advisory_xact_lock(1279607879)";
+
+/// The statement that lifts the statement limit for the schema setup's own transaction.
+pub const SETUP_LIMIT_SQL: &str = "SET LOCAL statement_timeout = 0";
+
+/// The floor check, run under the writer lock: the stored floor (`NULL` when none), the
+/// session's writer version as the server sees it (`NULL` when unset), and whether any
+/// refused writer's lock is held in this database. One round trip: the full refused-writers
+/// query joins `pg_stat_activity`, which costs a write more than a millisecond, so it runs
+/// only when there is one to name.
+pub fn floor_check_sql() -> String {
+    format!(
+        "SELECT (SELECT version FROM writer_floor WHERE name = '{FLOOR_NAME}'), \
+         current_setting('{VERSION_SETTING}', true), \
+         EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' \
+         AND classid = {REFUSED_LOCK_CLASS} AND objsubid = {REFUSED_LOCK_SUBID} \
+         AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))"
+    )
+}
+
+/// The statement that takes the refusal lock of a writer `version` below `floor`: a shared
+/// session advisory lock that outlives the rollback and lasts until the session closes,
+/// never waited for. `None` when the key does not fit the lock's 32-bit object id.
+pub fn refusal_lock_sql(version: i64, floor: i64) -> Option<String> {
+    let key = i32::try_from(refusal_lock_key(version, floor)).ok()?;
+    Some(format!(
+        "SELECT pg_try_advisory_lock_shared({REFUSED_LOCK_CLASS}, {key})"
+    ))
+}
+
+/// The floor-storing statement with the required floor written in: raises the stored floor,
+/// never lowers it.
+pub fn store_floor_sql(required: u16) -> String {
+    STORE_FLOOR_SQL.replace("$1", &required.to_string())
+}
+
+/// Whether a failed writer lock wait is one the server cancelled through `lock_timeout`
+/// (SQLSTATE `55P03`), the only failure that is rolled back and asked again.
+pub fn is_cancelled_wait(code: &str) -> bool {
+    code == SqlState::LOCK_NOT_AVAILABLE.code()
+}
+
+/// What the floor check found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FloorCheck {
+    /// The stored floor (`None` when the database stores none).
+    pub floor: Option<i64>,
+    /// The session's writer version as the server sees it (`None` when unset, which the
+    /// floor trigger counts as version 0).
+    pub session_version: Option<i64>,
+    /// Whether any refused writer's lock is held in this database.
+    pub any_refused: bool,
+}
+
+impl FloorCheck {
+    /// Reads the row of [`floor_check_sql`]. Integers may come as numbers or as text (a
+    /// driver that returns every column as text); a missing row or cell counts as no floor
+    /// and a refused writer to look up, so nothing is skipped on a doubtful answer.
+    pub fn read(rows: &[Vec<Value>]) -> FloorCheck {
+        let row = rows.first();
+        let cell = |n: usize| row.and_then(|r| r.get(n));
+        FloorCheck {
+            floor: cell(0).and_then(Value::read_i64),
+            session_version: cell(1).and_then(version_of),
+            any_refused: cell(2).and_then(Value::read_bool).unwrap_or(true),
+        }
+    }
+
+    /// The refusal for a writer of `version`: `Some((version, floor))` when it is below the
+    /// stored floor.
+    pub fn refusal(&self, version: i64) -> Option<(i64, i64)> {
+        match self.floor {
+            Some(floor) if version < floor => Some((version, floor)),
+            _ => None,
+        }
+    }
+}
+
+/// Reads the rows of the refused-writers query ([`REFUSED_WRITERS_SQL`]).
+pub fn read_refused_writers(rows: &[Vec<Value>]) -> Vec<RefusedWriter> {
+    rows.iter().map(|r| RefusedWriter::from_row(r)).collect()
+}
+
+/// A writer version as the floor trigger reads the session setting: digits (1 to 9 of
+/// them, spaces around allowed), capped at 32767; anything else is version 0.
+fn version_of(v: &Value) -> Option<i64> {
+    let text = v.read_text()?;
+    let t = text.trim();
+    if !t.is_empty() && t.len() <= 9 && t.bytes().all(|b| b.is_ascii_digit()) {
+        t.parse::<i64>().ok().map(|n| n.min(32_767))
+    } else {
+        Some(0)
+    }
+}
+
+/// What a statement is for. Drivers that manage transactions themselves use it to map
+/// `Begin`, `Rollback` and `Commit` to their own calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StatementKind {
+    /// `BEGIN`: opens the transaction. A driver that opens one by itself before its next
+    /// statement may answer it without sending anything.
+    Begin,
+    /// `SELECT pg_advisory_xact_lock(1279607879)`: one wait for the writer lock.
+    WriterLock,
+    /// The floor check ([`floor_check_sql`]).
+    FloorCheck,
+    /// The refusal lock ([`refusal_lock_sql`]).
+    RefusalLock,
+    /// The refused writers still connected ([`REFUSED_WRITERS_SQL`]).
+    RefusedWriters,
+    /// `SET LOCAL statement_timeout = 0` for the schema setup.
+    SetupLimit,
+    /// The host's own schema script, run before the floor's.
+    HostSchema,
+    /// The floor's schema ([`SCHEMA_SQL`], several statements).
+    Schema,
+    /// The statement that stores the floor ([`store_floor_sql`]).
+    StoreFloor,
+    /// `ROLLBACK`.
+    Rollback,
+    /// `COMMIT`.
+    Commit,
+}
+
+impl StatementKind {
+    /// A short lower-case name: `begin`, `writer_lock`, `floor_check`, `refusal_lock`,
+    /// `refused_writers`, `setup_limit`, `host_schema`, `schema`, `store_floor`,
+    /// `rollback`, `commit`.
+    pub fn name(self) -> &'static str {
+        match self {
+            StatementKind::Begin => "begin",
+            StatementKind::WriterLock => "writer_lock",
+            StatementKind::FloorCheck => "floor_check",
+            StatementKind::RefusalLock => "refusal_lock",
+            StatementKind::RefusedWriters => "refused_writers",
+            StatementKind::SetupLimit => "setup_limit",
+            StatementKind::HostSchema => "host_schema",
+            StatementKind::Schema => "schema",
+            StatementKind::StoreFloor => "store_floor",
+            StatementKind::Rollback => "rollback",
+            StatementKind::Commit => "commit",
+        }
+    }
+}
+
+/// One statement to run: plain SQL text without parameters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Statement {
+    kind: StatementKind,
+    sql: Cow<'static, str>,
+}
+
+impl Statement {
+    fn new(kind: StatementKind, sql: impl Into<Cow<'static, str>>) -> Statement {
+        Statement {
+            kind,
+            sql: sql.into(),
+        }
+    }
+
+    /// What the statement is for.
+    pub fn kind(&self) -> StatementKind {
+        self.kind
+    }
+
+    /// Its SQL text (no parameters; [`StatementKind::Schema`] and
+    /// [`StatementKind::HostSchema`] may hold several statements).
+    pub fn sql(&self) -> &str {
+        &self.sql
+    }
+}
+
+impl fmt::Display for Statement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.sql)
+    }
+}
+
+/// A server error as a driver reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerError {
+    /// The SQLSTATE, such as `55P03`.
+    pub code: String,
+    /// The server's primary message.
+    pub message: String,
+    /// The server's detail, if any.
+    pub detail: Option<String>,
+    /// The server's hint, if any.
+    pub hint: Option<String>,
+    /// Whether the server ended the session with it (severity `FATAL` or `PANIC`).
+    pub fatal: bool,
+}
+
+impl ServerError {
+    /// A server error with this SQLSTATE and message (not fatal, no detail or hint).
+    pub fn new(code: impl Into<String>, message: impl Into<String>) -> ServerError {
+        ServerError {
+            code: code.into(),
+            message: message.into(),
+            detail: None,
+            hint: None,
+            fatal: false,
+        }
+    }
+
+    /// This crate's error for it: a floor refusal raised by the trigger is
+    /// [`Error::Refused`], a fatal one [`Error::SessionEnded`], any other
+    /// [`Error::Database`].
+    pub fn into_error(self) -> Error {
+        let code = SqlState::from_code(&self.code);
+        if self.code == REFUSED_SQLSTATE {
+            if let Some((version, floor)) = parse_refusal(&self.message) {
+                return Error::Refused { version, floor };
+            }
+        }
+        if self.fatal {
+            return Error::SessionEnded {
+                code,
+                message: self.message,
+            };
+        }
+        Error::Database {
+            code,
+            message: self.message,
+            detail: self.detail,
+            hint: self.hint,
+        }
+    }
+}
+
+/// What came of a statement.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    /// It ran; these are its rows (none for a statement without a result).
+    Rows(Vec<Vec<Value>>),
+    /// The server refused it.
+    Failed(ServerError),
+    /// The connection is gone (closed, or lost without an answer from the server).
+    Lost {
+        /// What the driver said.
+        reason: String,
+    },
+}
+
+impl Reply {
+    /// A statement that ran and returned no rows.
+    pub fn ok() -> Reply {
+        Reply::Rows(Vec::new())
+    }
+}
+
+/// What the writer learned while it started: the waits it took, the stored floor, and the
+/// refused writers still connected.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct WriteStart {
+    pub(crate) waits: u32,
+    pub(crate) floor: Option<i64>,
+    pub(crate) refused: Vec<RefusedWriter>,
+}
+
+impl WriteStart {
+    /// How many waits for the writer lock it took (1 when granted on the first).
+    pub fn waits(&self) -> u32 {
+        self.waits
+    }
+
+    /// The stored floor (`None` when the database stores none).
+    pub fn floor(&self) -> Option<i64> {
+        self.floor
+    }
+
+    /// The refused writers still connected to this database.
+    pub fn refused(&self) -> &[RefusedWriter] {
+        &self.refused
+    }
+
+    /// The writer alerts to raise on the ledger being written, given that ledger's current
+    /// alerts (see [`new_alerts`]).
+    pub fn alerts(&self, existing: &[Alert]) -> Vec<String> {
+        new_alerts(&self.refused, existing)
+    }
+}
+
+/// The next thing for the host to do.
+#[derive(Debug)]
+pub enum Step {
+    /// Run this statement and feed its outcome to [`Protocol::feed`].
+    Run(Statement),
+    /// The write transaction is open and holds the writer lock: run the write's statements,
+    /// then end it with [`Protocol::end`].
+    Granted(WriteStart),
+    /// Finished: the schema setup or the write's end committed, or a rollback asked for
+    /// with [`Protocol::end`] ran.
+    Done,
+    /// Finished with this error; the transaction is no longer open (rolled back, or the
+    /// session is gone).
+    Failed(Error),
+}
+
+/// Where a host's connection stands when a write or setup starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxState {
+    /// No transaction is open.
+    Idle,
+    /// A transaction is open but has run no statement: the writer lock can still be its
+    /// first.
+    OpenUnused,
+    /// A transaction is open and has run a statement (or failed one).
+    OpenUsed,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Goal {
+    Write,
+    Setup { extra: Option<String> },
+    End { commit: bool },
+}
+
+#[derive(Debug)]
+enum State {
+    /// Waiting for the reply to this statement.
+    Sent(StatementKind),
+    /// Waiting for the reply to a rollback, after which the protocol fails with this error,
+    /// or (`None`) asks for the writer lock again.
+    RollingBack(Option<Error>),
+    /// Finished.
+    Finished,
+}
+
+/// The writer protocol for one write, schema setup or end of a write; see the module
+/// documentation.
+#[derive(Debug)]
+pub struct Protocol {
+    goal: Goal,
+    version: i64,
+    required: u16,
+    tries: u32,
+    wait: std::time::Duration,
+    attempt: u32,
+    check: Option<FloorCheck>,
+    state: State,
+    first: Option<Step>,
+}
+
+impl Protocol {
+    fn new(goal: Goal, settings: &Settings, tx: TxState) -> Protocol {
+        let mut p = Protocol {
+            goal,
+            version: i64::from(settings.get_version()),
+            required: settings.get_required(),
+            tries: settings.get_lock_tries().max(1),
+            wait: settings.get_lock_wait(),
+            attempt: 0,
+            check: None,
+            state: State::Finished,
+            first: None,
+        };
+        let first = match tx {
+            TxState::OpenUsed => p.fail(Error::AlreadyInTransaction),
+            TxState::OpenUnused => p.ask_lock(),
+            TxState::Idle => p.run(StatementKind::Begin, "BEGIN"),
+        };
+        p.first = Some(first);
+        p
+    }
+
+    /// A write: the writer lock with its waits, the floor check, and the refused writers,
+    /// for a writer with `settings` (its version, lock tries and lock wait) on a connection
+    /// in state `tx`. Ends with [`Step::Granted`] or [`Step::Failed`].
+    pub fn write(settings: &Settings, tx: TxState) -> Protocol {
+        Protocol::new(Goal::Write, settings, tx)
+    }
+
+    /// The schema setup: the writer lock with its waits, `SET LOCAL statement_timeout = 0`,
+    /// the host's `extra_sql` if any, the floor's schema, the stored floor raised to
+    /// `settings`' required floor, and `COMMIT`. Ends with [`Step::Done`] or
+    /// [`Step::Failed`].
+    pub fn setup(settings: &Settings, extra_sql: Option<&str>, tx: TxState) -> Protocol {
+        let extra = extra_sql
+            .filter(|s| !s.trim().is_empty())
+            .map(str::to_string);
+        Protocol::new(Goal::Setup { extra }, settings, tx)
+    }
+
+    /// The end of a granted write: `COMMIT` when `commit` is true and no statement of the
+    /// transaction failed, else `ROLLBACK`. A commit asked for after a failed statement rolls
+    /// back and fails with [`Error::RolledBack`] (nothing was committed). Ends with
+    /// [`Step::Done`] or [`Step::Failed`].
+    pub fn end(commit: bool, statement_failed: bool) -> Protocol {
+        let mut p = Protocol::new(Goal::End { commit }, &Settings::new(), TxState::OpenUsed);
+        let first = if commit && !statement_failed {
+            p.run(StatementKind::Commit, "COMMIT")
+        } else if commit {
+            p.roll_back_then(Some(Error::RolledBack))
+        } else {
+            p.run(StatementKind::Rollback, "ROLLBACK")
+        };
+        p.first = Some(first);
+        p
+    }
+
+    /// The first step. Asked again, or after a reply was fed, it fails with a driver error.
+    pub fn start(&mut self) -> Step {
+        self.first.take().unwrap_or_else(|| {
+            Step::Failed(Error::Driver {
+                reason: "the writer protocol was started twice".to_string(),
+            })
+        })
+    }
+
+    /// Whether the protocol has finished.
+    pub fn is_finished(&self) -> bool {
+        matches!(self.state, State::Finished)
+    }
+
+    /// Feeds the outcome of the statement last handed out and returns the next step. After
+    /// the protocol finished, it keeps answering [`Step::Failed`] with a driver error.
+    pub fn feed(&mut self, reply: Reply) -> Step {
+        self.first = None;
+        let state = std::mem::replace(&mut self.state, State::Finished);
+        match state {
+            State::Finished => Step::Failed(Error::Driver {
+                reason: "the writer protocol was fed a reply after it had finished".to_string(),
+            }),
+            State::RollingBack(then) => match reply {
+                Reply::Rows(_) => match then {
+                    Some(err) => self.fail(err),
+                    None => self.retry_lock(),
+                },
+                // The rollback failed: the session is in doubt; report the first failure if
+                // there was one, else the rollback's own.
+                Reply::Failed(server) => self.fail(then.unwrap_or_else(|| server.into_error())),
+                Reply::Lost { reason } => self.fail(then.unwrap_or(Error::Closed { reason })),
+            },
+            State::Sent(kind) => self.after(kind, reply),
+        }
+    }
+
+    fn after(&mut self, kind: StatementKind, reply: Reply) -> Step {
+        let rows = match reply {
+            Reply::Rows(rows) => rows,
+            Reply::Lost { reason } => {
+                return self.fail(match kind {
+                    StatementKind::Commit => Error::CommitUnknown { reason },
+                    _ => Error::Closed { reason },
+                })
+            }
+            Reply::Failed(server) => return self.after_failure(kind, server),
+        };
+        match kind {
+            StatementKind::Begin => self.ask_lock(),
+            StatementKind::WriterLock => match &self.goal {
+                Goal::Write => self.run(StatementKind::FloorCheck, floor_check_sql()),
+                _ => self.run(StatementKind::SetupLimit, SETUP_LIMIT_SQL),
+            },
+            StatementKind::FloorCheck => {
+                let check = FloorCheck::read(&rows);
+                self.check = Some(check);
+                if let Some((version, floor)) = check.refusal(self.version) {
+                    let refused = Error::Refused { version, floor };
+                    match refusal_lock_sql(version, floor) {
+                        Some(sql) => self.run(StatementKind::RefusalLock, sql),
+                        None => self.roll_back_then(Some(refused)),
+                    }
+                } else if check.session_version != Some(self.version) {
+                    // The session does not carry this writer's version, so the floor trigger
+                    // would judge its writes by another one.
+                    let actual = check
+                        .session_version
+                        .map_or_else(|| "unset".to_string(), |v| v.to_string());
+                    self.roll_back_then(Some(Error::SettingNotInEffect {
+                        setting: VERSION_SETTING.to_string(),
+                        expected: self.version.to_string(),
+                        actual,
+                    }))
+                } else if check.any_refused {
+                    self.run(StatementKind::RefusedWriters, REFUSED_WRITERS_SQL)
+                } else {
+                    self.grant(Vec::new())
+                }
+            }
+            StatementKind::RefusalLock => self.roll_back_refused(),
+            StatementKind::RefusedWriters => self.grant(read_refused_writers(&rows)),
+            StatementKind::SetupLimit => match &self.goal {
+                Goal::Setup { extra: Some(extra) } => {
+                    let extra = extra.clone();
+                    self.run(StatementKind::HostSchema, extra)
+                }
+                _ => self.run(StatementKind::Schema, SCHEMA_SQL),
+            },
+            StatementKind::HostSchema => self.run(StatementKind::Schema, SCHEMA_SQL),
+            StatementKind::Schema => {
+                self.run(StatementKind::StoreFloor, store_floor_sql(self.required))
+            }
+            StatementKind::StoreFloor => self.run(StatementKind::Commit, "COMMIT"),
+            StatementKind::Commit | StatementKind::Rollback => {
+                self.state = State::Finished;
+                Step::Done
+            }
+        }
+    }
+
+    fn after_failure(&mut self, kind: StatementKind, server: ServerError) -> Step {
+        if server.fatal {
+            return self.fail(server.into_error());
+        }
+        match kind {
+            StatementKind::WriterLock if is_cancelled_wait(&server.code) => {
+                self.roll_back_then(None)
+            }
+            // The refusal stands even if its lock could not be taken (no alert then).
+            StatementKind::RefusalLock => self.roll_back_refused(),
+            // A failed COMMIT or ROLLBACK ends the transaction on the server.
+            StatementKind::Commit | StatementKind::Rollback => self.fail(server.into_error()),
+            StatementKind::Begin => self.fail(server.into_error()),
+            _ => self.roll_back_then(Some(server.into_error())),
+        }
+    }
+
+    fn roll_back_refused(&mut self) -> Step {
+        let refused = self
+            .check
+            .and_then(|c| c.refusal(self.version))
+            .map(|(version, floor)| Error::Refused { version, floor });
+        self.roll_back_then(refused)
+    }
+
+    fn run(&mut self, kind: StatementKind, sql: impl Into<Cow<'static, str>>) -> Step {
+        self.state = State::Sent(kind);
+        Step::Run(Statement::new(kind, sql))
+    }
+
+    fn ask_lock(&mut self) -> Step {
+        self.attempt += 1;
+        debug_assert!(WRITER_LOCK_SQL.ends_with(&format!("({WRITER_LOCK})")));
+        self.run(StatementKind::WriterLock, WRITER_LOCK_SQL)
+    }
+
+    fn retry_lock(&mut self) -> Step {
+        if self.attempt >= self.tries {
+            return self.fail(Error::LockNotGranted {
+                tries: self.tries,
+                wait: self.wait,
+            });
+        }
+        self.run(StatementKind::Begin, "BEGIN")
+    }
+
+    fn roll_back_then(&mut self, then: Option<Error>) -> Step {
+        self.state = State::RollingBack(then);
+        Step::Run(Statement::new(StatementKind::Rollback, "ROLLBACK"))
+    }
+
+    fn grant(&mut self, refused: Vec<RefusedWriter>) -> Step {
+        self.state = State::Finished;
+        Step::Granted(WriteStart {
+            waits: self.attempt,
+            floor: self.check.and_then(|c| c.floor),
+            refused,
+        })
+    }
+
+    fn fail(&mut self, err: Error) -> Step {
+        self.state = State::Finished;
+        Step::Failed(err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::pg::alerts::UNSEEN_CLIENT;
+
+    /// Drives `p` with scripted replies; returns the kinds of the statements it asked for
+    /// and its last step.
+    fn drive(mut p: Protocol, replies: Vec<Reply>) -> (Vec<StatementKind>, Step) {
+        let mut kinds = Vec::new();
+        let mut step = p.start();
+        let mut replies = replies.into_iter();
+        while let Step::Run(stmt) = &step {
+            kinds.push(stmt.kind());
+            let reply = replies
+                .next()
+                .unwrap_or_else(|| panic!("no scripted reply for {stmt}"));
+            step = p.feed(reply);
+        }
+        assert!(
+            replies.next().is_none(),
+            "unused replies; ended with {step:?}"
+        );
+        assert!(p.is_finished());
+        (kinds, step)
+    }
+
+    fn check_row(floor: Option<i64>, version: &str, any_refused: bool) -> Reply {
+        Reply::Rows(vec![vec![
+            floor.map_or(Value::Null, Value::Int),
+            Value::Text(version.to_string()),
+            Value::Bool(any_refused),
+        ]])
+    }
+
+    fn cancelled() -> Reply {
+        Reply::Failed(ServerError::new(
+            "55P03",
+            "canceling statement due to lock timeout",
+        ))
+    }
+
+    use StatementKind::{
+        Begin, Commit, HostSchema, RefusalLock, RefusedWriters, Rollback, Schema, SetupLimit,
+        StoreFloor, WriterLock,
+    };
+    const FLOOR: StatementKind = StatementKind::FloorCheck;
+
+    #[test]
+    fn granted_at_once_without_refused_writers() {
+        let mut first = Protocol::write(&Settings::new(), TxState::Idle);
+        match first.start() {
+            Step::Run(s) => assert_eq!((s.kind(), s.sql()), (Begin, "BEGIN")),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(first.start(), Step::Failed(Error::Driver { .. })));
+        let (kinds, step) = drive(
+            Protocol::write(&Settings::new(), TxState::Idle),
+            vec![
+                Reply::ok(),
+                Reply::Rows(vec![vec![Value::Null]]),
+                check_row(Some(1), "1", false),
+            ],
+        );
+        assert_eq!(kinds, [Begin, WriterLock, FLOOR]);
+        let Step::Granted(start) = step else {
+            panic!("{step:?}")
+        };
+        assert_eq!((start.waits(), start.floor()), (1, Some(1)));
+        assert!(start.refused().is_empty());
+    }
+
+    #[test]
+    fn writer_lock_statement_is_the_specs() {
+        let mut p = Protocol::write(&Settings::new(), TxState::Idle);
+        let Step::Run(lock) = p.feed(Reply::ok()) else {
+            panic!()
+        };
+        assert_eq!(lock.sql(), "SELECT pg_advisory_xact_lock(1279607879)");
+        assert_eq!(lock.kind(), WriterLock);
+        // An open transaction that ran nothing yet takes the lock as its first statement.
+        let mut p = Protocol::write(&Settings::new(), TxState::OpenUnused);
+        assert!(matches!(p.start(), Step::Run(s) if s.kind() == WriterLock));
+    }
+
+    #[test]
+    fn three_cancelled_waits_then_not_granted_with_the_specs_text() {
+        let p = Protocol::write(&Settings::new(), TxState::Idle);
+        let mut replies = Vec::new();
+        for _ in 0..3 {
+            replies.extend([Reply::ok(), cancelled(), Reply::ok()]);
+        }
+        let (kinds, step) = drive(p, replies);
+        assert_eq!(
+            kinds,
+            [
+                Begin, WriterLock, Rollback, Begin, WriterLock, Rollback, Begin, WriterLock,
+                Rollback
+            ]
+        );
+        let Step::Failed(err) = step else {
+            panic!("{step:?}")
+        };
+        assert_eq!(
+            err.to_string(),
+            "the ledger writer lock was not granted in 3 waits of 10 seconds"
+        );
+        assert!(matches!(err, Error::LockNotGranted { tries: 3, .. }));
+    }
+
+    #[test]
+    fn granted_on_the_second_wait_counts_two() {
+        let p = Protocol::write(&Settings::new(), TxState::Idle);
+        let (kinds, step) = drive(
+            p,
+            vec![
+                Reply::ok(),
+                cancelled(),
+                Reply::ok(),
+                Reply::ok(),
+                Reply::ok(),
+                check_row(None, "1", false),
+            ],
+        );
+        assert_eq!(
+            kinds,
+            [Begin, WriterLock, Rollback, Begin, WriterLock, FLOOR]
+        );
+        assert!(matches!(step, Step::Granted(s) if s.waits() == 2 && s.floor().is_none()));
+    }
+
+    #[test]
+    fn configured_tries_and_wait_shape_the_message() {
+        let mut s = Settings::new();
+        s.lock_tries(1).lock_wait(Duration::from_millis(1500));
+        let (kinds, step) = drive(
+            Protocol::write(&s, TxState::Idle),
+            vec![Reply::ok(), cancelled(), Reply::ok()],
+        );
+        assert_eq!(kinds, [Begin, WriterLock, Rollback]);
+        let Step::Failed(err) = step else { panic!() };
+        assert_eq!(
+            err.to_string(),
+            "the ledger writer lock was not granted in 1 waits of 1.5 seconds"
+        );
+    }
+
+    #[test]
+    fn other_lock_errors_roll_back_and_are_reported_as_they_are() {
+        let (kinds, step) = drive(
+            Protocol::write(&Settings::new(), TxState::Idle),
+            vec![
+                Reply::ok(),
+                Reply::Failed(ServerError::new(
+                    "57014",
+                    "canceling statement due to statement timeout",
+                )),
+                Reply::ok(),
+            ],
+        );
+        assert_eq!(kinds, [Begin, WriterLock, Rollback]);
+        let Step::Failed(err) = step else { panic!() };
+        assert_eq!(err.code().map(|c| c.code()), Some("57014"));
+        assert_eq!(
+            err.to_string(),
+            "canceling statement due to statement timeout"
+        );
+    }
+
+    #[test]
+    fn a_fatal_error_or_a_lost_connection_ends_without_a_rollback() {
+        let mut fatal = ServerError::new(
+            "25P03",
+            "terminating connection due to idle-in-transaction timeout",
+        );
+        fatal.fatal = true;
+        let (kinds, step) = drive(
+            Protocol::write(&Settings::new(), TxState::Idle),
+            vec![Reply::ok(), Reply::Failed(fatal)],
+        );
+        assert_eq!(kinds, [Begin, WriterLock]);
+        assert!(matches!(step, Step::Failed(Error::SessionEnded { .. })));
+        let (_, step) = drive(
+            Protocol::write(&Settings::new(), TxState::Idle),
+            vec![
+                Reply::ok(),
+                Reply::ok(),
+                Reply::Lost {
+                    reason: "server closed the connection".into(),
+                },
+            ],
+        );
+        assert!(matches!(step, Step::Failed(Error::Closed { .. })));
+    }
+
+    #[test]
+    fn below_the_floor_takes_the_refusal_lock_rolls_back_and_refuses() {
+        let (kinds, step) = drive(
+            Protocol::write(&Settings::new(), TxState::Idle),
+            vec![
+                Reply::ok(),
+                Reply::ok(),
+                check_row(Some(2), "1", false),
+                Reply::Rows(vec![vec![Value::Bool(true)]]),
+                Reply::ok(),
+            ],
+        );
+        assert_eq!(kinds, [Begin, WriterLock, FLOOR, RefusalLock, Rollback]);
+        let Step::Failed(err) = step else { panic!() };
+        assert!(matches!(
+            err,
+            Error::Refused {
+                version: 1,
+                floor: 2
+            }
+        ));
+        assert_eq!(err.code().map(|c| c.code()), Some("LW001"));
+        assert_eq!(
+            err.to_string(),
+            "ledger writer version 1 is below version 2, the oldest the shared database allows; \
+             update its code and restart it"
+        );
+        // The lock key is the spec's: class 1280788050, object version * 65536 + floor.
+        let mut p = Protocol::write(&Settings::new(), TxState::OpenUnused);
+        p.feed(Reply::ok());
+        let Step::Run(lock) = p.feed(check_row(Some(2), "1", false)) else {
+            panic!()
+        };
+        assert_eq!(
+            lock.sql(),
+            "SELECT pg_try_advisory_lock_shared(1280788050, 65538)"
+        );
+    }
+
+    #[test]
+    fn a_failed_refusal_lock_still_refuses() {
+        let (_, step) = drive(
+            Protocol::write(&Settings::new(), TxState::OpenUnused),
+            vec![
+                Reply::ok(),
+                check_row(Some(3), "1", true),
+                Reply::Failed(ServerError::new("53200", "out of shared memory")),
+                Reply::ok(),
+            ],
+        );
+        assert!(matches!(
+            step,
+            Step::Failed(Error::Refused {
+                version: 1,
+                floor: 3
+            })
+        ));
+    }
+
+    #[test]
+    fn refused_writers_are_looked_up_only_when_a_refusal_lock_is_held() {
+        let refused_row = vec![
+            Value::Text("10.0.0.5".into()),
+            Value::Int(4242),
+            Value::Int(0),
+            Value::Int(1),
+        ];
+        let (kinds, step) = drive(
+            Protocol::write(&Settings::new(), TxState::Idle),
+            vec![
+                Reply::ok(),
+                Reply::ok(),
+                check_row(Some(1), "1", true),
+                Reply::Rows(vec![refused_row]),
+            ],
+        );
+        assert_eq!(kinds, [Begin, WriterLock, FLOOR, RefusedWriters]);
+        let Step::Granted(start) = step else { panic!() };
+        assert_eq!(
+            start.refused(),
+            [RefusedWriter {
+                writer: "10.0.0.5".into(),
+                pid: 4242,
+                version: 0,
+                floor: 1
+            }]
+        );
+        assert_eq!(
+            start.alerts(&[]),
+            [
+                "The ledger writer at 10.0.0.5 was refused: ledger writer version 0 is below \
+              version 1, the oldest the shared database allows; update its code and restart it"
+            ]
+        );
+        assert!(start
+            .alerts(&[Alert::open(start.refused()[0].alert_text())])
+            .is_empty());
+    }
+
+    #[test]
+    fn rows_as_text_from_a_text_only_driver() {
+        let check = FloorCheck::read(&[vec![
+            Value::Text("2".into()),
+            Value::Text(" 1 ".into()),
+            Value::Text("f".into()),
+        ]]);
+        assert_eq!(
+            check,
+            FloorCheck {
+                floor: Some(2),
+                session_version: Some(1),
+                any_refused: false
+            }
+        );
+        let doubtful = FloorCheck::read(&[]);
+        assert_eq!((doubtful.floor, doubtful.any_refused), (None, true));
+        let refused = read_refused_writers(&[vec![
+            Value::Null,
+            Value::Text("17".into()),
+            Value::Text("0".into()),
+            Value::Text("1".into()),
+        ]]);
+        assert_eq!(refused[0].writer, UNSEEN_CLIENT);
+        assert_eq!(
+            (refused[0].pid, refused[0].version, refused[0].floor),
+            (17, 0, 1)
+        );
+    }
+
+    #[test]
+    fn a_session_without_this_writers_version_is_not_granted() {
+        for (shown, actual) in [
+            (Value::Null, "unset"),
+            (Value::Text("junk".into()), "0"),
+            (Value::Text("2".into()), "2"),
+        ] {
+            let (kinds, step) = drive(
+                Protocol::write(&Settings::new(), TxState::OpenUnused),
+                vec![
+                    Reply::ok(),
+                    Reply::Rows(vec![vec![Value::Int(1), shown, Value::Bool(false)]]),
+                    Reply::ok(),
+                ],
+            );
+            assert_eq!(kinds, [WriterLock, FLOOR, Rollback]);
+            let Step::Failed(Error::SettingNotInEffect {
+                setting,
+                expected,
+                actual: got,
+            }) = step
+            else {
+                panic!("{step:?}")
+            };
+            assert_eq!(
+                (setting.as_str(), expected.as_str(), got.as_str()),
+                (VERSION_SETTING, "1", actual)
+            );
+        }
+    }
+
+    #[test]
+    fn a_used_transaction_is_refused_before_anything_runs() {
+        let mut p = Protocol::write(&Settings::new(), TxState::OpenUsed);
+        let Step::Failed(err) = p.start() else {
+            panic!()
+        };
+        assert_eq!(
+            err.to_string(),
+            "cannot start a transaction within a transaction"
+        );
+    }
+
+    #[test]
+    fn setup_locks_lifts_the_limit_runs_the_hosts_sql_first_and_stores_the_floor() {
+        let mut s = Settings::new();
+        s.version(3).required(3);
+        let mut p = Protocol::setup(&s, Some("CREATE TABLE ledgers (slug text)"), TxState::Idle);
+        let mut sqls = Vec::new();
+        let mut step = p.start();
+        while let Step::Run(stmt) = &step {
+            sqls.push((stmt.kind(), stmt.sql().to_string()));
+            step = p.feed(Reply::ok());
+        }
+        assert!(matches!(step, Step::Done), "{step:?}");
+        let kinds: Vec<_> = sqls.iter().map(|(k, _)| *k).collect();
+        assert_eq!(
+            kinds,
+            [Begin, WriterLock, SetupLimit, HostSchema, Schema, StoreFloor, Commit]
+        );
+        assert_eq!(sqls[2].1, "SET LOCAL statement_timeout = 0");
+        assert_eq!(sqls[3].1, "CREATE TABLE ledgers (slug text)");
+        assert!(sqls[5].1.contains("VALUES ('ledger', 3)") && sqls[5].1.contains("GREATEST("));
+        // Without host SQL the floor's schema follows the limit directly; a failure rolls back.
+        let (kinds, step) = drive(
+            Protocol::setup(&Settings::new(), Some("  "), TxState::Idle),
+            vec![
+                Reply::ok(),
+                Reply::ok(),
+                Reply::ok(),
+                Reply::Failed(ServerError::new(
+                    "42501",
+                    "permission denied for schema public",
+                )),
+                Reply::ok(),
+            ],
+        );
+        assert_eq!(kinds, [Begin, WriterLock, SetupLimit, Schema, Rollback]);
+        assert!(matches!(step, Step::Failed(Error::Database { .. })));
+    }
+
+    #[test]
+    fn ending_a_write() {
+        let (kinds, step) = drive(Protocol::end(true, false), vec![Reply::ok()]);
+        assert_eq!(kinds, [Commit]);
+        assert!(matches!(step, Step::Done));
+        let (kinds, step) = drive(Protocol::end(false, true), vec![Reply::ok()]);
+        assert_eq!(kinds, [Rollback]);
+        assert!(matches!(step, Step::Done));
+        // A commit after a failed statement can only roll back, and says so.
+        let (kinds, step) = drive(Protocol::end(true, true), vec![Reply::ok()]);
+        assert_eq!(kinds, [Rollback]);
+        let Step::Failed(err) = step else { panic!() };
+        assert!(matches!(err, Error::RolledBack));
+        // A COMMIT the server refuses (a deferred constraint) is reported as it is.
+        let (_, step) = drive(
+            Protocol::end(true, false),
+            vec![Reply::Failed(ServerError::new(
+                "23505",
+                "duplicate key value violates unique constraint",
+            ))],
+        );
+        assert!(matches!(step, Step::Failed(Error::Database { .. })));
+        // A connection lost during COMMIT leaves the outcome unknown, and says so.
+        let (_, step) = drive(
+            Protocol::end(true, false),
+            vec![Reply::Lost {
+                reason: "server closed the connection unexpectedly".into(),
+            }],
+        );
+        let Step::Failed(err) = step else { panic!() };
+        assert!(matches!(err, Error::CommitUnknown { .. }));
+        assert!(!err.to_string().contains("rolled back"), "{err}");
+    }
+
+    #[test]
+    fn feeding_after_the_end_is_an_error_not_a_panic() {
+        let mut p = Protocol::end(false, false);
+        p.start();
+        p.feed(Reply::ok());
+        assert!(matches!(
+            p.feed(Reply::ok()),
+            Step::Failed(Error::Driver { .. })
+        ));
+    }
+
+    #[test]
+    fn settings_check_reads_the_servers_answer() {
+        let s = Settings::new();
+        let sql = s.check_sql();
+        assert!(
+            sql.contains("'lock_timeout'") && sql.contains("'agentihooks.ledger_writer_version'")
+        );
+        let rows: Vec<Vec<Value>> = s
+            .startup_settings()
+            .iter()
+            .map(|st| {
+                vec![
+                    Value::Text(st.name.to_string()),
+                    Value::Text(st.base.clone()),
+                    Value::Text(st.base.clone()),
+                    Value::Bool(true),
+                ]
+            })
+            .collect();
+        let checks = s.read_checks(&rows);
+        assert!(checks
+            .iter()
+            .all(|c| c.status != SettingStatus::NotInEffect));
+        assert!(verify_checks(checks).is_ok());
+        let mut dropped = rows.clone();
+        dropped[0][1] = Value::Text("0".into());
+        let err = verify_checks(s.read_checks(&dropped)).unwrap_err();
+        assert!(
+            matches!(err, Error::SettingNotInEffect { ref setting, .. } if setting == "lock_timeout")
+        );
+        // No rows at all: nothing is in effect.
+        assert!(verify_checks(s.read_checks(&[])).is_err());
+    }
+}
