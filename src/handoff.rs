@@ -14,6 +14,21 @@
 //! are still waited for by polling. Every futex wait has a timeout, so a
 //! lost wake-up costs at most one poll interval, never a stall.
 //!
+//! **The rule.** `flock()` on `<db>.writer-lock` is the truth; the page is
+//! a hint. No content of the page (stale, corrupt, from another boot,
+//! crafted by another program) and no state of another process (stopped,
+//! killed, a zombie) may make a writer fail on a free lock, or wait more
+//! than 50 ms longer than the polling protocol alone would. Hence: every
+//! value read from the page is bounded before use (a stored window longer
+//! than its own maximum is over, a ticket wraps instead of overflowing,
+//! indexes are clamped to the slots), times carry the boot they count in,
+//! a waiter ahead counts only while its liveness lock is held, and waiters
+//! that leave a free lock untaken for 50 ms are passed over until they run
+//! again. The page is only created in an empty file, its blocks allocated
+//! before it is mapped, and never written into a file that does not
+//! already carry it. `tests/faults.rs` writes arbitrary pages and asks for
+//! a free lock.
+//!
 //! Layout (version [`LAYOUT_VERSION`], 16 KiB): a 128-byte header, then 254
 //! slots of 64 bytes, one per waiting writer. A waiter claims a free slot,
 //! draws a ticket from the header's counter and sleeps on its slot's futex
@@ -117,6 +132,12 @@ struct Header {
     /// head woken onto the same CPU sleeps instead of spinning, which would
     /// only take the CPU from the holder.
     holder_cpu: AtomicU32,
+    /// The boot (`/proc/sys/kernel/random/boot_id`) whose CLOCK_MONOTONIC
+    /// the stored times count in, in two halves (zero: unknown). A writer
+    /// mapping a page of another boot clears the times first. Added in the
+    /// header's spare bytes: writers that predate it leave it zero, which
+    /// only costs a reset of the times.
+    boot: [AtomicU64; 2],
 }
 
 #[repr(C, align(64))]
@@ -132,6 +153,10 @@ struct Slot {
     ending: AtomicU32,
     /// The CPU the waiter last went to sleep on, plus one (0: unknown).
     cpu: AtomicU32,
+    /// Set by a waiter that took a free lock this waiter left untaken for
+    /// [`STALL_AFTER`] (stopped, frozen, swapped out): the others pass it
+    /// over until it runs again and clears this, keeping its ticket.
+    skipped: AtomicU32,
 }
 
 #[repr(C)]
@@ -141,6 +166,86 @@ struct Layout {
 }
 
 const _: () = assert!(std::mem::size_of::<Layout>() == PAGE_BYTES);
+
+/// The identifying word a page of this layout starts with (native byte
+/// order), for tools and tests that read or craft pages.
+pub const PAGE_IDENTITY: u64 = IDENTITY;
+/// Bytes of the page's header; the slots follow it.
+pub const HEADER_BYTES: usize = std::mem::offset_of!(Layout, slots);
+/// Bytes of one slot.
+pub const SLOT_BYTES: usize = std::mem::size_of::<Slot>();
+
+/// One field of the page's layout, for tools and tests that read or craft
+/// pages: its name, offset (in the header, or in each slot) and size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Field {
+    /// The field's name in the layout.
+    pub name: &'static str,
+    /// Whether the field is in every slot (offset from the slot's start)
+    /// or in the header (offset from the page's start).
+    pub in_slot: bool,
+    /// Its offset.
+    pub offset: usize,
+    /// Its size in bytes (4 or 8, native byte order).
+    pub size: usize,
+}
+
+macro_rules! fields {
+    ($($ty:ident $in_slot:literal $name:ident $size:literal $(+ $extra:literal)?;)*) => {
+        &[$(Field {
+            name: stringify!($name),
+            in_slot: $in_slot,
+            offset: std::mem::offset_of!($ty, $name) $(+ $extra)?,
+            size: $size,
+        },)*]
+    };
+}
+
+/// Every field of the layout.
+pub const FIELDS: &[Field] = fields! {
+    Header false identity 8;
+    Header false next_ticket 8;
+    Header false active_at_us 8;
+    Header false held_since_us 8;
+    Header false slice_until_us 8;
+    Header false comeback_until_us 8;
+    Header false acquired 4;
+    Header false yielders 4;
+    Header false high_water 4;
+    Header false holder_pid 4;
+    Header false holder_cpu 4;
+    Header false boot 8;
+    Slot true word 4;
+    Slot true pid 4;
+    Slot true ticket 8;
+    Slot true ending 4;
+    Slot true cpu 4;
+    Slot true skipped 4;
+};
+
+/// This boot's identity (`/proc/sys/kernel/random/boot_id` as a number; 0
+/// when unreadable), as the page stores it.
+pub fn boot_id() -> u128 {
+    static BOOT: std::sync::OnceLock<u128> = std::sync::OnceLock::new();
+    *BOOT.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+            .ok()
+            .and_then(|text| {
+                let hex: String = text.chars().filter(|c| c.is_ascii_hexdigit()).collect();
+                u128::from_str_radix(&hex, 16).ok()
+            })
+            .unwrap_or(0)
+    })
+}
+
+/// The time left in a window that ends at `until` (CLOCK_MONOTONIC µs), if
+/// it is open now. A window longer than `max`, its own maximum, was not
+/// written on this clock (another boot, another time namespace, a crafted
+/// page) and counts as closed.
+fn window_left(until: u64, now: u64, max: Duration) -> Option<Duration> {
+    let left = until.checked_sub(now).filter(|left| *left > 0)?;
+    (left <= max.as_micros() as u64).then(|| Duration::from_micros(left))
+}
 
 /// A mapping of the hand-off page, kept by a queue handle beside its lock files.
 #[derive(Debug)]
@@ -154,21 +259,17 @@ unsafe impl Send for Page {}
 unsafe impl Sync for Page {}
 
 impl Page {
-    /// Maps the page from the queue file (extending the file to the page's
-    /// size if it is shorter; never shortening it). `None` when the file
-    /// cannot be mapped or carries a foreign layout.
+    /// Maps the page from the queue file, which must be empty or carry a
+    /// page of this layout (see `prepare` below for what qualifies).
+    /// `None` when it does not, when its blocks cannot be allocated (a
+    /// full disk), or when it carries a foreign layout: the writer polls.
     pub fn map(fd: i32) -> Option<Page> {
-        // SAFETY: fstat/ftruncate/mmap on our descriptor; results checked.
+        if !Page::prepare(fd) {
+            return None;
+        }
+        // SAFETY: mapping the page's range of our descriptor, whose blocks
+        // were just allocated for real; the result is checked.
         unsafe {
-            let mut st: libc::stat = std::mem::zeroed();
-            if libc::fstat(fd, &mut st) != 0 {
-                return None;
-            }
-            if (st.st_size as usize) < PAGE_BYTES
-                && libc::ftruncate(fd, PAGE_BYTES as libc::off_t) != 0
-            {
-                return None;
-            }
             let ptr = libc::mmap(
                 std::ptr::null_mut(),
                 PAGE_BYTES,
@@ -186,11 +287,50 @@ impl Page {
             };
             let identity = &(*page.ptr).header.identity;
             match identity.compare_exchange(0, IDENTITY, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => Some(page),
-                Err(found) if found == IDENTITY => Some(page),
-                Err(_) => None, // foreign layout: dropped, which unmaps it
+                Ok(_) => {}
+                Err(found) if found == IDENTITY => {}
+                Err(_) => return None, // foreign layout: dropped, which unmaps it
+            }
+            page.as_ref().adopt_boot();
+            Some(page)
+        }
+    }
+
+    /// Checks that the queue file may carry the page and allocates its
+    /// blocks. Only a regular file that is empty, holds nothing but zero
+    /// bytes up to the page's size (a page being created), or already
+    /// starts with a page of this layout qualifies: anything else (a file
+    /// a symlink or a hard link pointed at, a page of another program) is
+    /// never extended or written. The blocks are allocated for real
+    /// (`posix_fallocate`), not sparse: writing through the mapping into a
+    /// hole on a full file system would kill the process with SIGBUS.
+    /// False: the writer polls instead.
+    fn prepare(fd: i32) -> bool {
+        // SAFETY: fstat into a zeroed struct; checked.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstat(fd, &mut st) } != 0 || st.st_mode & libc::S_IFMT != libc::S_IFREG {
+            return false;
+        }
+        let size = usize::try_from(st.st_size).unwrap_or(usize::MAX);
+        let mut bytes = vec![0u8; size.min(PAGE_BYTES)];
+        if !bytes.is_empty() {
+            use std::os::unix::fs::FileExt;
+            // SAFETY: a File view of our descriptor that never closes it.
+            let file = std::mem::ManuallyDrop::new(unsafe {
+                <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd)
+            });
+            if file.read_exact_at(&mut bytes, 0).is_err() {
+                return false;
+            }
+            let ours = bytes.len() >= 8
+                && bytes[..8].try_into().ok().map(u64::from_ne_bytes) == Some(IDENTITY)
+                && size >= PAGE_BYTES;
+            if !ours && (size > PAGE_BYTES || bytes.iter().any(|b| *b != 0)) {
+                return false;
             }
         }
+        // SAFETY: plain system call on our descriptor.
+        unsafe { libc::posix_fallocate(fd, 0, PAGE_BYTES as libc::off_t) == 0 }
     }
 
     /// A borrowed view for the waiting loop.
@@ -298,6 +438,32 @@ fn ofd_lock(
 }
 
 impl PageRef {
+    /// Makes the page's times this boot's: a page written before a reboot
+    /// (or copied from another machine) has its times cleared, since its
+    /// clock restarted.
+    fn adopt_boot(&self) {
+        let header = &self.layout().header;
+        let boot = boot_id();
+        let (high, low) = ((boot >> 64) as u64, boot as u64);
+        if header.boot[0].load(Ordering::Acquire) == high
+            && header.boot[1].load(Ordering::Acquire) == low
+        {
+            return;
+        }
+        for time in [
+            &header.active_at_us,
+            &header.held_since_us,
+            &header.slice_until_us,
+            &header.comeback_until_us,
+        ] {
+            time.store(0, Ordering::SeqCst);
+        }
+        header.holder_pid.store(0, Ordering::Release);
+        header.holder_cpu.store(0, Ordering::Release);
+        header.boot[0].store(high, Ordering::Release);
+        header.boot[1].store(low, Ordering::Release);
+    }
+
     fn layout(&self) -> &Layout {
         // SAFETY: the mapping outlives every PageRef (owned by LockFiles,
         // which the queue keeps while a wait runs).
@@ -309,7 +475,9 @@ impl PageRef {
         &self.layout().slots[..high]
     }
 
-    /// Claims a slot and draws a ticket; `None` when all slots are taken.
+    /// Claims a slot and draws a ticket; `None` when every slot belongs to
+    /// a live waiter. A free slot is taken first; failing that, the slot of
+    /// a waiter that died (its liveness lock gone) is reclaimed.
     pub(crate) fn join(&self) -> Option<Place> {
         let layout = self.layout();
         let pid = crate::lockfiles::current_pid();
@@ -321,28 +489,64 @@ impl PageRef {
             {
                 continue;
             }
-            if ofd_lock(
-                self.fd,
-                libc::F_OFD_SETLK,
-                libc::F_WRLCK as libc::c_short,
-                index,
-            )
-            .is_err()
-            {
-                slot.pid.store(0, Ordering::Release);
+            if !self.lock_liveness(index) {
+                // Someone else holds it: a reaper or a reclaimer, whose slot it is.
+                let _ = slot
+                    .pid
+                    .compare_exchange(pid, 0, Ordering::AcqRel, Ordering::Relaxed);
                 continue;
             }
-            layout
-                .header
-                .high_water
-                .fetch_max(index as u32 + 1, Ordering::AcqRel);
-            slot.ending.store(0, Ordering::Release);
-            slot.cpu.store(0, Ordering::Release);
-            let ticket = layout.header.next_ticket.fetch_add(1, Ordering::AcqRel) + 1;
-            slot.ticket.store(ticket, Ordering::Release);
-            return Some(Place { index, ticket });
+            return Some(self.publish(index, pid));
+        }
+        // Every slot is claimed: take over one whose waiter died. The
+        // liveness lock decides: whoever holds it owns the slot.
+        for index in 0..SLOTS {
+            if self.lock_liveness(index) {
+                layout.slots[index].pid.store(pid, Ordering::Release);
+                return Some(self.publish(index, pid));
+            }
         }
         None
+    }
+
+    /// Takes the liveness lock of a slot; false when another open file
+    /// description holds it (a live waiter).
+    fn lock_liveness(&self, index: usize) -> bool {
+        ofd_lock(
+            self.fd,
+            libc::F_OFD_SETLK,
+            libc::F_WRLCK as libc::c_short,
+            index,
+        )
+        .is_ok()
+    }
+
+    /// Fills a slot whose liveness lock we hold and draws its ticket.
+    fn publish(&self, index: usize, pid: u32) -> Place {
+        let layout = self.layout();
+        let slot = &layout.slots[index];
+        slot.pid.store(pid, Ordering::Release);
+        layout
+            .header
+            .high_water
+            .fetch_max(index as u32 + 1, Ordering::AcqRel);
+        slot.ending.store(0, Ordering::Release);
+        slot.cpu.store(0, Ordering::Release);
+        slot.skipped.store(0, Ordering::Release);
+        // Tickets wrap after 2^64 draws (or from a crafted counter); 0
+        // means "none", so it is drawn again.
+        let ticket = loop {
+            let ticket = layout
+                .header
+                .next_ticket
+                .fetch_add(1, Ordering::AcqRel)
+                .wrapping_add(1);
+            if ticket != 0 {
+                break ticket;
+            }
+        };
+        slot.ticket.store(ticket, Ordering::Release);
+        Place { index, ticket }
     }
 
     /// Gives the slot up.
@@ -372,7 +576,12 @@ impl PageRef {
     }
 
     /// Frees a dead waiter's slot (only if it still carries `ticket`).
-    fn reap(&self, index: usize, ticket: u64) {
+    /// False when the waiter turns out to be alive: the liveness lock,
+    /// taken for the reaping, proves it dead and keeps joiners out.
+    fn reap(&self, index: usize, ticket: u64) -> bool {
+        if !self.lock_liveness(index) {
+            return false;
+        }
         let slot = &self.layout().slots[index];
         if slot
             .ticket
@@ -381,29 +590,34 @@ impl PageRef {
         {
             slot.pid.store(0, Ordering::Release);
         }
+        let _ = ofd_lock(
+            self.fd,
+            libc::F_OFD_SETLK,
+            libc::F_UNLCK as libc::c_short,
+            index,
+        );
+        true
     }
 
-    /// How many published tickets are ahead of `place` (0: it is the head).
+    /// Published tickets of waiters not passed over, with their slots.
+    fn queued(&self) -> impl Iterator<Item = (usize, u64)> + '_ {
+        self.slots().iter().enumerate().filter_map(|(i, s)| {
+            let t = s.ticket.load(Ordering::Acquire);
+            (t != 0 && s.skipped.load(Ordering::Acquire) == 0).then_some((i, t))
+        })
+    }
+
+    /// How many waiters are ahead of `place` (0: it is the head). Waiters
+    /// passed over as stalled do not count.
     fn rank(&self, place: Place) -> usize {
-        self.slots()
-            .iter()
-            .filter(|s| {
-                let t = s.ticket.load(Ordering::Acquire);
-                t != 0 && t < place.ticket
-            })
+        self.queued()
+            .filter(|&(i, t)| i != place.index && t < place.ticket)
             .count()
     }
 
-    /// The slot with the lowest published ticket, if any.
+    /// The slot with the lowest published ticket not passed over, if any.
     fn oldest(&self) -> Option<(usize, u64)> {
-        self.slots()
-            .iter()
-            .enumerate()
-            .filter_map(|(i, s)| {
-                let t = s.ticket.load(Ordering::Acquire);
-                (t != 0).then_some((i, t))
-            })
-            .min_by_key(|&(_, t)| t)
+        self.queued().min_by_key(|&(_, t)| t)
     }
 
     /// The oldest live waiter, reaping dead ones on the way. `own` is the
@@ -411,12 +625,23 @@ impl PageRef {
     /// caller's own open file description, which never conflicts with itself.
     fn oldest_alive(&self, own: Option<usize>) -> Option<(usize, u64)> {
         while let Some((index, ticket)) = self.oldest() {
-            if own == Some(index) || self.alive(index) {
+            if own == Some(index) || self.alive(index) || !self.reap(index, ticket) {
                 return Some((index, ticket));
             }
-            self.reap(index, ticket);
         }
         None
+    }
+
+    /// Passes over every waiter ahead of `place`: they left a free lock
+    /// untaken for [`STALL_AFTER`]. Each clears its mark when it runs again.
+    fn skip_ahead_of(&self, place: Place) {
+        for (index, ticket) in self.queued().collect::<Vec<_>>() {
+            if index != place.index && ticket < place.ticket {
+                self.layout().slots[index]
+                    .skipped
+                    .store(1, Ordering::Release);
+            }
+        }
     }
 
     /// Wakes the waiter with the oldest ticket. Liveness is not checked
@@ -473,7 +698,13 @@ impl PageRef {
     pub(crate) fn note_released(&self, leaving: Leaving) {
         let header = &self.layout().header;
         let now = now_us();
-        let keep = leaving != Leaving::Done && header.slice_until_us.load(Ordering::SeqCst) > now;
+        let keep = leaving != Leaving::Done
+            && window_left(
+                header.slice_until_us.load(Ordering::SeqCst),
+                now,
+                crate::wait::SLICE,
+            )
+            .is_some();
         if keep {
             header
                 .comeback_until_us
@@ -503,7 +734,12 @@ impl PageRef {
         loop {
             let now = now_us();
             if header.holder_pid.load(Ordering::Acquire) == 0
-                && header.comeback_until_us.load(Ordering::Acquire) <= now
+                && window_left(
+                    header.comeback_until_us.load(Ordering::Acquire),
+                    now,
+                    COMEBACK,
+                )
+                .is_none()
             {
                 return true;
             }
@@ -535,15 +771,15 @@ impl PageRef {
         let header = &self.layout().header;
         let now = now_us();
         let back = header.comeback_until_us.load(Ordering::SeqCst);
-        if back > now {
-            return (false, Some(Duration::from_micros(back - now)));
+        if let Some(left) = window_left(back, now, COMEBACK) {
+            return (false, Some(left));
         }
         let until = header.slice_until_us.load(Ordering::SeqCst);
-        if until <= now {
+        let Some(left) = window_left(until, now, crate::wait::SLICE) else {
             return (true, None);
-        }
+        };
         if self.on_holders_cpu() {
-            (true, Some(Duration::from_micros(until - now)))
+            (true, Some(left))
         } else {
             (true, Some(COMEBACK))
         }
@@ -561,8 +797,16 @@ impl PageRef {
     /// refuses the try).
     fn stalled(&self) -> bool {
         let header = &self.layout().header;
-        let since = now_us().saturating_sub(header.active_at_us.load(Ordering::Acquire));
-        since > STALL_AFTER.as_micros() as u64
+        let now = now_us();
+        let active = header.active_at_us.load(Ordering::Acquire);
+        // A time ahead of this clock was not written on it: unknown, so
+        // stalled. (Writers of this clock store times a moment before our
+        // reading, never much after.)
+        let stall = STALL_AFTER.as_micros() as u64;
+        match now.checked_sub(active) {
+            Some(since) => since > stall,
+            None => active - now > stall,
+        }
     }
 
     /// Sleeps up to `limit` or until a page-aware writer takes the lock.
@@ -643,7 +887,17 @@ pub(crate) fn wait_for_turn(
     let result = (|| loop {
         let slot = &page.layout().slots[place.index];
         let seen = slot.word.load(Ordering::Acquire);
-        let rank = page.rank(place);
+        // Running again: no longer passed over (the ticket kept our place).
+        if slot.skipped.load(Ordering::Relaxed) != 0 {
+            slot.skipped.store(0, Ordering::Release);
+        }
+        let mut rank = page.rank(place);
+        if rank > 0 {
+            // Whoever is ahead may have died (or never lived: a crafted
+            // page): reap the dead from the front before waiting on them.
+            let _ = page.oldest_alive(Some(place.index));
+            rank = page.rank(place);
+        }
         let head = rank == 0;
         let mut soon = None;
         if !head {
@@ -677,10 +931,13 @@ pub(crate) fn wait_for_turn(
                     Err(e) => return Err(Gave::Failed(e)),
                 }
             }
-        } else if rank == 1 && page.stalled() {
-            // The head has not taken a free lock for a while: it may have
-            // stopped without dying (SIGSTOP). The next in line may try.
+        } else if page.stalled() {
+            // Those ahead have not taken a free lock for a while: stopped
+            // without dying (SIGSTOP, a debugger, a frozen container) or
+            // swapped out. A waiter behind may take it, and passes them
+            // over until they run again.
             if let Ok(Flock::Taken) = try_flock(view.lock_fd, LockMode::Exclusive) {
+                page.skip_ahead_of(place);
                 return Ok(());
             }
         }
@@ -704,10 +961,6 @@ pub(crate) fn wait_for_turn(
         }
         if slot.ending.swap(0, Ordering::AcqRel) != 0 {
             spin_until = Some(now_us() + SPIN.as_micros() as u64);
-        }
-        if !head && slot.word.load(Ordering::Acquire) == seen {
-            // Timed out: make sure whoever is ahead is still alive.
-            let _ = page.oldest_alive(Some(place.index));
         }
     })();
     std::mem::forget(unwinding);
@@ -793,7 +1046,9 @@ pub fn inspect(queue_file: &std::path::Path) -> Option<PageSnapshot> {
         .count();
     Some(PageSnapshot {
         holder_pid: (pid != 0).then_some(pid),
-        held_for: (pid != 0).then(|| Duration::from_micros(now_us().saturating_sub(since))),
+        held_for: (pid != 0)
+            .then(|| now_us().checked_sub(since).map(Duration::from_micros))
+            .flatten(),
         waiters,
     })
 }

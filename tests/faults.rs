@@ -14,6 +14,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::*;
+use writerlock::handoff::{self, Field, FIELDS, HEADER_BYTES, PAGE_BYTES, SLOTS, SLOT_BYTES};
+use writerlock::lockfiles::queue_path;
 use writerlock::wait::{Interrupt, INTERRUPT_CHECK};
 use writerlock::{BusyKind, Error, Strategy, Wait, WriterQueue};
 
@@ -262,6 +264,487 @@ fn a_panicking_interrupt_check_leaves_the_handle_usable() {
     }
 }
 
+fn is_root() -> bool {
+    // SAFETY: no arguments.
+    unsafe { libc::geteuid() == 0 }
+}
+
+fn skip(test: &str, why: &str) {
+    println!("{test}: skipped: {why}");
+}
+
+/// CLOCK_MONOTONIC in microseconds, the clock the page stores.
+fn monotonic_us() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid out pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1000
+}
+
+fn field(name: &str) -> Field {
+    *FIELDS
+        .iter()
+        .find(|f| f.name == name)
+        .unwrap_or_else(|| panic!("no field {name}"))
+}
+
+/// Where a field lies in the page (`slot`: which slot, for slot fields).
+fn at(f: Field, slot: usize) -> usize {
+    if f.in_slot {
+        HEADER_BYTES + slot * SLOT_BYTES + f.offset
+    } else {
+        f.offset
+    }
+}
+
+fn put(page: &mut [u8], f: Field, slot: usize, value: u64) {
+    let start = at(f, slot);
+    if f.size == 8 {
+        page[start..start + 8].copy_from_slice(&value.to_ne_bytes());
+    } else {
+        page[start..start + 4].copy_from_slice(&(value as u32).to_ne_bytes());
+    }
+}
+
+/// A page of this layout and this boot, otherwise empty.
+fn valid_page() -> Vec<u8> {
+    let mut page = vec![0u8; PAGE_BYTES];
+    put(&mut page, field("identity"), 0, handoff::PAGE_IDENTITY);
+    let boot = handoff::boot_id();
+    let at_boot = field("boot").offset;
+    page[at_boot..at_boot + 8].copy_from_slice(&((boot >> 64) as u64).to_ne_bytes());
+    page[at_boot + 8..at_boot + 16].copy_from_slice(&(boot as u64).to_ne_bytes());
+    page
+}
+
+/// Writes `page` over the start of the database's queue file.
+fn write_page(db: &Path, page: &[u8]) {
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(queue_path(db))
+        .expect("queue file");
+    file.write_all_at(page, 0).expect("write the page");
+}
+
+/// How long a new writer takes to be granted the free lock, and begin.
+fn grant(db: &Path, conn: &rusqlite::Connection) -> Duration {
+    let queue = WriterQueue::new(db);
+    let started = Instant::now();
+    queue
+        .begin(conn, &wait_secs(3.0))
+        .unwrap_or_else(|e| panic!("a writer failed on a free lock: {e}"));
+    let took = started.elapsed();
+    queue.rollback(conn).expect("rollback");
+    took
+}
+
+/// A deterministic generator for the arbitrary pages (xorshift).
+struct Bytes(u64);
+
+impl Bytes {
+    fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x
+    }
+
+    fn fill(&mut self, page: &mut [u8]) {
+        for chunk in page.chunks_mut(8) {
+            let word = self.next().to_ne_bytes();
+            chunk.copy_from_slice(&word[..chunk.len()]);
+        }
+    }
+}
+
+/// The hand-off page's rule: whatever the page holds, a writer asking for
+/// a free lock gets it within 50 ms, and nothing panics. Each field of the
+/// layout at 0, 1, its maximum and far in the future, in the header and
+/// in the first, second and last slots; then arbitrary pages, of this
+/// layout and not.
+fn no_page_content_keeps_a_free_lock_from_a_writer() {
+    let db = Db::new();
+    let conn = open(&db.path);
+    let limit = Duration::from_millis(50);
+    let far = monotonic_us() + 10 * 86_400 * 1_000_000;
+    let mut cases: Vec<(String, Vec<u8>)> = Vec::new();
+    for f in FIELDS {
+        let slots: &[usize] = if f.in_slot { &[0, 1, SLOTS - 1] } else { &[0] };
+        let max = if f.size == 8 {
+            u64::MAX
+        } else {
+            u64::from(u32::MAX)
+        };
+        for &slot in slots {
+            for (what, value) in [("0", 0), ("1", 1), ("max", max), ("far future", far)] {
+                let mut page = valid_page();
+                put(&mut page, *f, slot, value);
+                if f.in_slot {
+                    // A published waiter in that slot, which never lived.
+                    put(&mut page, field("high_water"), 0, SLOTS as u64);
+                    if f.name != "ticket" {
+                        put(&mut page, field("ticket"), slot, 1);
+                    }
+                    if f.name != "pid" {
+                        put(&mut page, field("pid"), slot, u64::from(std::process::id()));
+                    }
+                }
+                cases.push((format!("{} (slot {slot}) = {what}", f.name), page));
+            }
+        }
+    }
+    // Every slot published by a waiter that never lived.
+    let mut full = valid_page();
+    put(&mut full, field("high_water"), 0, SLOTS as u64);
+    for slot in 0..SLOTS {
+        put(&mut full, field("pid"), slot, 1);
+        put(&mut full, field("ticket"), slot, slot as u64 + 1);
+    }
+    cases.push(("every slot taken by the dead".into(), full));
+    let mut bytes = Bytes(0x9E37_79B9_7F4A_7C15);
+    for i in 0..150 {
+        let mut page = vec![0u8; PAGE_BYTES];
+        bytes.fill(&mut page);
+        if i % 3 != 0 {
+            // Of this layout and this boot: every other byte arbitrary.
+            let valid = valid_page();
+            page[..8].copy_from_slice(&valid[..8]);
+            let b = field("boot").offset;
+            page[b..b + 16].copy_from_slice(&valid[b..b + 16]);
+        }
+        cases.push((format!("arbitrary page {i}"), page));
+    }
+    let mut longest = Duration::ZERO;
+    for (name, page) in &cases {
+        write_page(&db.path, page);
+        let mut took = grant(&db.path, &conn);
+        if took > limit {
+            // A loaded machine may deschedule the writer; the same page
+            // again tells a scheduling hiccup from a page that holds it up.
+            write_page(&db.path, page);
+            took = grant(&db.path, &conn);
+        }
+        assert!(took <= limit, "{name}: the free lock took {took:?}");
+        longest = longest.max(took);
+    }
+    eprintln!(
+        "{} pages: a free lock granted within {:.1} ms at most",
+        cases.len(),
+        longest.as_secs_f64() * 1e3
+    );
+}
+
+/// Item: a ticket counter at its maximum wraps instead of panicking, and
+/// the waiter holding the wrapped ticket still gets its turn.
+fn a_ticket_counter_at_its_maximum_wraps() {
+    let db = Db::new();
+    let conn = open(&db.path);
+    let _ = grant(&db.path, &conn); // creates the page
+    let mut page = valid_page();
+    put(&mut page, field("next_ticket"), 0, u64::MAX);
+    write_page(&db.path, &page);
+    let pid = holder(&db.path, Strategy::Handoff);
+    let queue = WriterQueue::new(&db.path);
+    let killer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(200));
+        kill9(pid)
+    });
+    queue
+        .begin(&conn, &wait_secs(5.0))
+        .expect("the turn after the counter wrapped");
+    queue.commit(&conn).expect("commit");
+    assert_eq!(killer.join().expect("killer"), 128 + libc::SIGKILL);
+    queue
+        .begin(&conn, &wait_secs(5.0))
+        .expect("the next turn of the same handle");
+    queue.rollback(&conn).expect("rollback");
+}
+
+/// A page whose times were written before a reboot (another boot id, times
+/// days ahead of this boot's clock) does not hold up a free lock; nor does
+/// one of this boot whose windows are longer than they can be (written in
+/// another time namespace, or crafted).
+fn a_page_from_before_a_reboot_does_not_block_a_free_lock() {
+    let db = Db::new();
+    let conn = open(&db.path);
+    let _ = grant(&db.path, &conn);
+    let ahead = monotonic_us() + 3 * 86_400 * 1_000_000;
+    for other_boot in [true, false] {
+        let mut page = valid_page();
+        if other_boot {
+            put(&mut page, field("boot"), 0, 0x0123_4567_89ab_cdef);
+        }
+        for name in [
+            "active_at_us",
+            "held_since_us",
+            "slice_until_us",
+            "comeback_until_us",
+        ] {
+            put(&mut page, field(name), 0, ahead);
+        }
+        write_page(&db.path, &page);
+        // A writer that is not the first: joins behind nobody, and must
+        // not wait out windows that end in three days.
+        let took = grant(&db.path, &conn);
+        assert!(
+            took < Duration::from_millis(50),
+            "other boot {other_boot}: took {took:?}"
+        );
+        let snapshot = handoff::inspect(&queue_path(&db.path)).expect("a page");
+        assert_eq!(snapshot.holder_pid, None);
+    }
+}
+
+/// The same with real clocks that differ: a writer in a time namespace
+/// whose CLOCK_MONOTONIC restarted near zero (what a reboot does) follows
+/// a writer of the host's clock that left a come-back window. Needs root
+/// (CLONE_NEWTIME).
+fn a_writer_whose_clock_restarted_gets_a_free_lock() {
+    let name = "a_writer_whose_clock_restarted_gets_a_free_lock";
+    if !is_root() {
+        return skip(
+            name,
+            "needs root to create a time namespace (CLONE_NEWTIME)",
+        );
+    }
+    if !Path::new("/proc/self/ns/time").exists() {
+        return skip(name, "this kernel has no time namespaces");
+    }
+    let db = Db::new();
+    // A host-clock writer: two turns in its slice; the release of the
+    // first leaves a come-back window on the page.
+    {
+        let queue = WriterQueue::new(&db.path);
+        let conn = open(&db.path);
+        queue.begin(&conn, &wait_secs(5.0)).expect("begin");
+        queue.commit(&conn).expect("commit");
+    }
+    let back_by = monotonic_us() / 1_000_000 - 1;
+    let path = db.path.clone();
+    let outer = fork(move || {
+        // SAFETY: the namespace applies to this process's later children.
+        if unsafe { libc::unshare(libc::CLONE_NEWTIME) } != 0 {
+            return 10;
+        }
+        if std::fs::write(
+            "/proc/self/timens_offsets",
+            format!("monotonic -{back_by} 0\n"),
+        )
+        .is_err()
+        {
+            return 11;
+        }
+        let inner = fork(move || {
+            if monotonic_us() > 2_000_000 + 1_000_000 {
+                return 12; // the clock did not restart
+            }
+            let queue = WriterQueue::new(&path);
+            let conn = open(&path);
+            let started = Instant::now();
+            if queue.begin(&conn, &wait_secs(3.0)).is_err() {
+                return 13;
+            }
+            let _ = queue.rollback(&conn);
+            if started.elapsed() > Duration::from_millis(50) {
+                return 14;
+            }
+            0
+        });
+        wait(inner)
+    });
+    assert_eq!(
+        wait(outer),
+        0,
+        "10-11: no time namespace, 12: clock not set back, 13: busy on a free lock, 14: slow"
+    );
+}
+
+/// Slots of waiters killed with kill -9 while every slot was taken are
+/// reclaimed: the next writer joins the page (instead of polling for good)
+/// and clears the dead from the line.
+fn slots_of_killed_waiters_are_reclaimed() {
+    let db = Db::new();
+    let pid = holder(&db.path, Strategy::Handoff);
+    let path = db.path.as_path();
+    let waiters: Vec<_> = (0..SLOTS)
+        .map(|_| {
+            fork(move || {
+                let queue = WriterQueue::new(path);
+                i32::from(queue.take(BusyKind::Transaction, &wait_secs(60.0)).is_err())
+            })
+        })
+        .collect();
+    let queue_file = queue_path(&db.path);
+    let until = Instant::now() + Duration::from_secs(60);
+    while handoff::inspect(&queue_file).map_or(0, |s| s.waiters) < SLOTS {
+        assert!(
+            Instant::now() < until,
+            "the waiters did not all join the page"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Stopped first, so that none reaps another while they are killed.
+    for &w in &waiters {
+        // SAFETY: signalling our own children.
+        unsafe { libc::kill(w, libc::SIGSTOP) };
+    }
+    for &w in &waiters {
+        // SAFETY: as above.
+        unsafe { libc::kill(w, libc::SIGKILL) };
+    }
+    for w in waiters {
+        assert_eq!(wait(w), 128 + libc::SIGKILL);
+    }
+    assert_eq!(kill9(pid), 128 + libc::SIGKILL);
+    assert_eq!(
+        handoff::inspect(&queue_file).map(|s| s.waiters),
+        Some(SLOTS),
+        "the dead still hold their slots"
+    );
+    let conn = open(&db.path);
+    let took = grant(&db.path, &conn);
+    let left = handoff::inspect(&queue_file).map(|s| s.waiters);
+    eprintln!(
+        "after {SLOTS} killed waiters: granted in {:.1} ms, {left:?} slots still taken",
+        took.as_secs_f64() * 1e3
+    );
+    assert_eq!(left, Some(0), "dead slots were not reclaimed");
+}
+
+/// Writers in a hot loop for `run`: commits made. With `stopped`, a waiter
+/// that became head of the line is stopped (SIGSTOP) before they start.
+fn hot_loop_commits(
+    writers: usize,
+    run: Duration,
+    stopped: bool,
+) -> (i64, Option<libc::pid_t>, Db) {
+    let db = Db::new();
+    // WAL without syncs: the rate measures the queue, not the disk.
+    open(&db.path)
+        .execute_batch("PRAGMA journal_mode=WAL")
+        .expect("WAL");
+    let holder_pid = holder(&db.path, Strategy::Handoff);
+    let mut head = None;
+    if stopped {
+        let path = db.path.clone();
+        let pid = fork(move || {
+            let queue = WriterQueue::new(&path);
+            let conn = open(&path);
+            if queue.begin(&conn, &wait_secs(30.0)).is_err() {
+                return 1;
+            }
+            let ok = conn
+                .execute(
+                    "INSERT INTO publishes (n, pid, start_us, end_us) VALUES (-1, 0, 0, 0)",
+                    [],
+                )
+                .is_ok();
+            i32::from(!ok || queue.commit(&conn).is_err()) * 2
+        });
+        let queue_file = queue_path(&db.path);
+        let until = Instant::now() + Duration::from_secs(10);
+        while handoff::inspect(&queue_file).map_or(0, |s| s.waiters) < 1 {
+            assert!(Instant::now() < until, "the head did not join");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // SAFETY: stopping our own child.
+        unsafe { libc::kill(pid, libc::SIGSTOP) };
+        head = Some(pid);
+    }
+    let pipe = Pipe::new();
+    let path = db.path.as_path();
+    let pids: Vec<_> = (0..writers)
+        .map(|_| {
+            fork(|| {
+                let queue = WriterQueue::new(path);
+                let conn = open(path);
+                if conn.execute_batch("PRAGMA synchronous=OFF").is_err() {
+                    return 3;
+                }
+                pipe.send(1);
+                let until = Instant::now() + Duration::from_millis(300) + run;
+                while Instant::now() < until {
+                    if queue.begin(&conn, &wait_secs(10.0)).is_err() {
+                        return 1;
+                    }
+                    let ok = conn
+                        .execute(
+                            "INSERT INTO publishes (n, pid, start_us, end_us) VALUES (1, 0, 0, 0)",
+                            [],
+                        )
+                        .is_ok();
+                    if !ok || queue.commit(&conn).is_err() {
+                        return 2;
+                    }
+                }
+                0
+            })
+        })
+        .collect();
+    for _ in 0..writers {
+        assert_eq!(pipe.recv(Duration::from_secs(10)), Some(1));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(kill9(holder_pid), 128 + libc::SIGKILL);
+    for pid in pids {
+        assert_eq!(wait(pid), 0, "a writer failed");
+    }
+    let conn = open(&db.path);
+    let commits: i64 = conn
+        .query_row("SELECT count(*) FROM publishes WHERE n = 1", [], |r| {
+            r.get(0)
+        })
+        .expect("count");
+    (commits, head, db)
+}
+
+/// A stopped waiter at the head of the line (SIGSTOP, a debugger, a frozen
+/// container) costs the others less than half their rate, and gets its
+/// turn when it resumes.
+fn a_stopped_head_waiter_does_not_slow_the_others() {
+    let run = Duration::from_millis(1000);
+    let mut normal = Vec::new();
+    let mut with_stopped = Vec::new();
+    for _ in 0..2 {
+        normal.push(hot_loop_commits(3, run, false).0);
+        let (commits, head, db) = hot_loop_commits(3, run, true);
+        with_stopped.push(commits);
+        let head = head.expect("a stopped head");
+        // SAFETY: resuming our own child.
+        unsafe { libc::kill(head, libc::SIGCONT) };
+        assert_eq!(wait(head), 0, "the stopped writer did not get its turn");
+        let conn = open(&db.path);
+        let its: i64 = conn
+            .query_row("SELECT count(*) FROM publishes WHERE n = -1", [], |r| {
+                r.get(0)
+            })
+            .expect("count");
+        assert_eq!(its, 1);
+    }
+    let normal_rate: i64 = normal.iter().sum();
+    let stopped_rate: i64 = with_stopped.iter().sum();
+    let ratio = stopped_rate as f64 / normal_rate.max(1) as f64;
+    eprintln!(
+        "3 writers, 1 s runs alternated: {:.0} commits/s normally ({normal:?}), {:.0} commits/s \
+         with a stopped head waiter ({with_stopped:?}): {ratio:.2} of the normal rate",
+        normal_rate as f64 / 2.0,
+        stopped_rate as f64 / 2.0,
+    );
+    assert!(
+        ratio >= 0.5,
+        "the stopped waiter cut the rate to {ratio:.2}"
+    );
+}
+
 fn main() {
     run_tests(&[
         (
@@ -283,6 +766,30 @@ fn main() {
         (
             "a_panicking_interrupt_check_leaves_the_handle_usable",
             a_panicking_interrupt_check_leaves_the_handle_usable,
+        ),
+        (
+            "no_page_content_keeps_a_free_lock_from_a_writer",
+            no_page_content_keeps_a_free_lock_from_a_writer,
+        ),
+        (
+            "a_ticket_counter_at_its_maximum_wraps",
+            a_ticket_counter_at_its_maximum_wraps,
+        ),
+        (
+            "a_page_from_before_a_reboot_does_not_block_a_free_lock",
+            a_page_from_before_a_reboot_does_not_block_a_free_lock,
+        ),
+        (
+            "a_writer_whose_clock_restarted_gets_a_free_lock",
+            a_writer_whose_clock_restarted_gets_a_free_lock,
+        ),
+        (
+            "slots_of_killed_waiters_are_reclaimed",
+            slots_of_killed_waiters_are_reclaimed,
+        ),
+        (
+            "a_stopped_head_waiter_does_not_slow_the_others",
+            a_stopped_head_waiter_does_not_slow_the_others,
         ),
     ]);
 }
