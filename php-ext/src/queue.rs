@@ -21,17 +21,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ext_php_rs::convert::FromZvalMut;
+use ext_php_rs::convert::IntoZval;
 use ext_php_rs::exception::PhpException;
 use ext_php_rs::flags::{ClassFlags, DataType};
 use ext_php_rs::prelude::*;
-use ext_php_rs::types::{ZendObject, Zval};
-use ext_php_rs::zend::{ce, ClassEntry};
+use ext_php_rs::types::{ZendCallable, ZendObject, Zval};
+use ext_php_rs::zend::{ce, ClassEntry, ExecutorGlobals};
 use writerlock::lockfiles::{is_in_memory, lock_path};
 use writerlock::wait::{BUSY_SETTING, TRANSACTION_SETTING};
 use writerlock::{Error, SqliteFailure, SqliteSession, Wait, WriterQueue};
 
 use crate::exceptions::{self, BusyDetails, Kind};
-use crate::session::{PhpSqlite, SQLITE_MISUSE};
+use crate::session::{ConnKind, PhpSqlite, SQLITE_MISUSE};
+use crate::zend;
 
 /// The queues of this PHP worker (the process; in a threaded PHP build, the
 /// request thread), one per database path. They are never dropped, so their
@@ -92,15 +94,16 @@ pub(crate) fn release_all() {
     }
 }
 
-/// A `\SQLite3` argument. Declared with the class type in the argument
-/// info (reflection and stubs show `SQLite3 $db`), checked at the call.
-pub struct Sqlite3Arg<'a>(&'a mut Zval);
+/// A `\SQLite3` or `PDO` (sqlite driver) argument. Declared with the union
+/// type in the argument info (reflection and stubs show `SQLite3|PDO $db`),
+/// checked at the call.
+pub struct DbArg<'a>(&'a mut Zval);
 
-impl<'a> FromZvalMut<'a> for Sqlite3Arg<'a> {
-    const TYPE: DataType = DataType::object("SQLite3");
+impl<'a> FromZvalMut<'a> for DbArg<'a> {
+    const TYPE: DataType = DataType::object("SQLite3|PDO");
 
     fn from_zval_mut(zval: &'a mut Zval) -> Option<Self> {
-        Some(Sqlite3Arg(zval))
+        Some(DbArg(zval))
     }
 }
 
@@ -123,47 +126,117 @@ fn type_name(zv: &Zval) -> String {
     name.to_string()
 }
 
-fn sqlite3_class() -> Option<&'static ClassEntry> {
-    ClassEntry::try_find("SQLite3")
-}
+/// A `callable` argument, checked at the call (so a bad one gets PHP's
+/// own wording).
+pub struct Callback<'a>(&'a Zval);
 
-impl Sqlite3Arg<'_> {
-    fn object(&self, method: &str) -> Result<&ZendObject, PhpException> {
-        let zv = self.0.dereference();
-        let Some(class) = sqlite3_class() else {
-            return Err(PhpException::new(
-                format!(
-                    "WriterLock\\Queue::{method}(): Argument #1 ($db) must be of type SQLite3, \
-                     but the sqlite3 extension is not loaded; install php-sqlite3 and enable it"
-                ),
-                0,
-                ce::type_error(),
-            ));
-        };
-        match zv.object() {
-            Some(object) if object.instance_of(class) => Ok(object),
-            _ => Err(PhpException::new(
-                format!(
-                    "WriterLock\\Queue::{method}(): Argument #1 ($db) must be of type SQLite3, {} given",
-                    type_name(zv)
-                ),
-                0,
-                ce::type_error(),
-            )),
-        }
+impl<'a> FromZvalMut<'a> for Callback<'a> {
+    const TYPE: DataType = DataType::Callable;
+
+    fn from_zval_mut(zval: &'a mut Zval) -> Option<Self> {
+        Some(Callback(zval))
     }
 }
 
-/// A number of seconds (`float`, an `int` accepted as PHP does).
-pub struct Seconds<'a>(&'a mut Zval);
+/// `PDO::ATTR_DRIVER_NAME`.
+const PDO_ATTR_DRIVER_NAME: i64 = 16;
+
+fn type_error(message: String) -> PhpException {
+    PhpException::new(message, 0, ce::type_error())
+}
+
+/// The connection behind a `$db` argument: its object and class.
+fn connection<'z>(zv: &'z Zval, method: &str) -> Result<(&'z ZendObject, ConnKind), PhpException> {
+    let sqlite3 = ClassEntry::try_find("SQLite3");
+    let pdo = ClassEntry::try_find("PDO");
+    if sqlite3.is_none() && pdo.is_none() {
+        return Err(type_error(format!(
+            "WriterLock\\Queue::{method}(): Argument #1 ($db) must be of type SQLite3|PDO, \
+             but neither the sqlite3 nor the pdo_sqlite extension is loaded; install php8.2-sqlite3 \
+             and enable them"
+        )));
+    }
+    let Some(object) = zv.object() else {
+        return Err(type_error(format!(
+            "WriterLock\\Queue::{method}(): Argument #1 ($db) must be of type SQLite3|PDO, {} given",
+            type_name(zv)
+        )));
+    };
+    if sqlite3.is_some_and(|class| object.instance_of(class)) {
+        return Ok((object, ConnKind::Sqlite3));
+    }
+    if !pdo.is_some_and(|class| object.instance_of(class)) {
+        return Err(type_error(format!(
+            "WriterLock\\Queue::{method}(): Argument #1 ($db) must be of type SQLite3|PDO, {} given",
+            type_name(zv)
+        )));
+    }
+    let driver = zend::without_warnings(|| {
+        object.try_call_method("getAttribute", vec![&PDO_ATTR_DRIVER_NAME])
+    });
+    let thrown = ExecutorGlobals::take_exception();
+    match driver.ok().and_then(|zv| zv.string()) {
+        Some(name) if thrown.is_none() && name == "sqlite" => Ok((object, ConnKind::Pdo)),
+        Some(name) if thrown.is_none() => Err(PhpException::new(
+            format!(
+                "WriterLock\\Queue::{method}(): Argument #1 ($db) must be a PDO connection of the \
+                 sqlite driver (a \"sqlite:\" DSN), a PDO of the {name} driver given"
+            ),
+            0,
+            ce::value_error(),
+        )),
+        _ => Err(to_php(&Error::NotStarted {
+            failure: SqliteFailure::new(
+                SQLITE_MISUSE,
+                String::from(
+                    "the PDO object is not connected (its constructor did not run or failed)",
+                ),
+            ),
+        })),
+    }
+}
+
+impl DbArg<'_> {
+    fn object(&self, method: &str) -> Result<(&ZendObject, ConnKind), PhpException> {
+        connection(self.0.dereference(), method)
+    }
+}
+
+/// A number of seconds (`float`, an `int` accepted as PHP does), or the
+/// parameter's default when the caller left it out.
+pub enum Seconds<'a> {
+    /// What the caller passed, checked at the call.
+    Given(&'a mut Zval),
+    /// The declared default.
+    Default(f64),
+}
 
 impl<'a> FromZvalMut<'a> for Seconds<'a> {
     const TYPE: DataType = DataType::Double;
 
     fn from_zval_mut(zval: &'a mut Zval) -> Option<Self> {
-        Some(Seconds(zval))
+        Some(Seconds::Given(zval))
     }
 }
+
+impl From<f64> for Seconds<'_> {
+    fn from(value: f64) -> Self {
+        Seconds::Default(value)
+    }
+}
+
+impl ext_php_rs::convert::StubLiteral for Seconds<'_> {
+    fn stub_literal(&self) -> String {
+        match self {
+            Seconds::Default(value) => format!("{value:?}"),
+            Seconds::Given(_) => String::from("null"),
+        }
+    }
+}
+
+/// The default wait of `begin()` and `transaction()`: 25 s, the default of
+/// Exponential's `[DatabaseSettings] SQLiteTransactionWait`.
+const DEFAULT_WAIT: f64 = 25.0;
 
 impl Seconds<'_> {
     fn get(
@@ -172,7 +245,14 @@ impl Seconds<'_> {
         position: u8,
         name: &'static str,
     ) -> Result<Duration, PhpException> {
-        let zv = self.0.dereference();
+        let zv = match self {
+            Seconds::Given(zv) => zv.dereference(),
+            Seconds::Default(value) => {
+                return Wait::seconds(name, *value).map_err(|_| {
+                    PhpException::new(format!("bad default for ${name}"), 0, ce::value_error())
+                })
+            }
+        };
         let value = zv.double().or_else(|| zv.long().map(|l| l as f64));
         let Some(value) = value else {
             return Err(PhpException::new(
@@ -300,40 +380,127 @@ impl Queue {
         })
     }
 
-    /// Takes the turn within `$waitSeconds` (below 1 s raised to 1 s), sets
-    /// the connection's busy timeout to the time left and runs `BEGIN
-    /// IMMEDIATE`. Throws `WriterLock\BusyException` when the wait runs out,
-    /// `WriterLock\StartException` when the transaction could not start;
+    /// Takes the turn within `$waitSeconds` (default 25 s, below 1 s raised
+    /// to 1 s), sets the connection's busy timeout to the time left and runs
+    /// `BEGIN IMMEDIATE`. Throws `WriterLock\BusyException` when the wait runs
+    /// out, `WriterLock\StartException` when the transaction could not start;
     /// nothing was written in either case.
-    #[php(defaults(setting = TRANSACTION_SETTING))]
-    pub fn begin(
-        &mut self,
-        db: Sqlite3Arg,
-        waitSeconds: Seconds,
-        setting: String,
-    ) -> PhpResult<()> {
-        let object = db.object("begin")?;
+    #[php(defaults(waitSeconds = DEFAULT_WAIT, setting = TRANSACTION_SETTING))]
+    pub fn begin(&mut self, db: DbArg, waitSeconds: Seconds, setting: String) -> PhpResult<()> {
+        let (object, kind) = db.object("begin")?;
         let limit = waitSeconds.get("begin", 2, "waitSeconds")?;
-        let session = PhpSqlite::new(object);
+        self.begin_on("begin", object, kind, limit, setting)
+    }
+
+    /// Begins (as `begin()`), runs `$fn($db)`, commits, and returns what
+    /// `$fn` returned. Any throwable from `$fn`, or a COMMIT SQLite refuses,
+    /// rolls the transaction back and gives the turn back; the throwable is
+    /// rethrown as it was.
+    #[php(defaults(wait = DEFAULT_WAIT))]
+    pub fn transaction(&mut self, db: DbArg, r#fn: Callback, wait: Seconds) -> PhpResult<Zval> {
+        let (object, kind) = db.object("transaction")?;
+        let Ok(callable) = ZendCallable::new(r#fn.0) else {
+            return Err(type_error(format!(
+                "WriterLock\\Queue::transaction(): Argument #2 ($fn) must be a valid callback, {} given",
+                type_name(r#fn.0)
+            )));
+        };
+        let limit = wait.get("transaction", 3, "wait")?;
+        self.begin_on(
+            "transaction",
+            object,
+            kind,
+            limit,
+            TRANSACTION_SETTING.to_string(),
+        )?;
+        let db_zval = db.0.dereference().shallow_clone();
+        let result = callable.try_call(vec![&db_zval]);
+        // A throwable from $fn is taken back (PHP code cannot run with an
+        // exception pending) and thrown again after the rollback.
+        let thrown = ExecutorGlobals::take_exception();
+        match (result, thrown) {
+            (Ok(value), None) => {
+                let session = PhpSqlite::new(object, kind);
+                match self.finish(object, &session, "COMMIT") {
+                    Ok(true) => Ok(value),
+                    Ok(false) => {
+                        let failure = session.last_failure_now();
+                        let _ = self.finish(object, &session, "ROLLBACK");
+                        if self.mine() {
+                            let _ = self.core.release();
+                            self.settle();
+                        }
+                        Err(exceptions::plain(
+                            Kind::Base,
+                            &format!(
+                                "COMMIT failed: {}; the transaction was rolled back, nothing was written",
+                                failure.message
+                            ),
+                            i64::from(failure.code),
+                        ))
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+            (_, thrown) => {
+                if self.mine() {
+                    let session = PhpSqlite::new(object, kind);
+                    if !matches!(self.finish(object, &session, "ROLLBACK"), Ok(true)) {
+                        // The connection refused the ROLLBACK: the turn goes
+                        // back anyway, and SQLite rolls back when the
+                        // connection closes.
+                        let _ = self.core.release();
+                        self.settle();
+                    }
+                }
+                // Whatever the rollback itself may have left pending goes.
+                drop(ExecutorGlobals::take_exception());
+                match thrown {
+                    Some(exception) => match exception.into_zval(false) {
+                        Ok(zv) => Err(PhpException::from_message(String::new()).with_object(zv)),
+                        Err(_) => Err(PhpException::new(
+                            "the callback of WriterLock\\Queue::transaction() threw".into(),
+                            0,
+                            ce::error(),
+                        )),
+                    },
+                    None => Err(PhpException::new(
+                        "WriterLock\\Queue::transaction(): the callback could not be called; \
+                         the transaction was rolled back"
+                            .into(),
+                        0,
+                        ce::error(),
+                    )),
+                }
+            }
+        }
+    }
+
+    /// The queue of the database file an open `\SQLite3` or `PDO` (sqlite)
+    /// connection uses (its main database, as `PRAGMA database_list` names
+    /// it). Throws `WriterLock\Exception` for an in-memory or temporary
+    /// database.
+    pub fn for_connection(db: DbArg) -> PhpResult<Self> {
+        let (object, kind) = db.object("forConnection")?;
+        let session = PhpSqlite::new(object, kind);
         session
             .check_open()
             .map_err(|failure| to_php(&Error::NotStarted { failure }))?;
-        let wait = Wait::transaction(limit).with_setting(setting);
-        match self.core.begin(&session, &wait) {
-            Ok(()) => {
-                self.took = Some(current_pid());
-                self.began_on = Some(object.get_id());
-                self.last_wait = self.core.last_wait();
-                count_transaction();
-                Ok(())
-            }
-            Err(err) => {
-                if let Some(busy) = err.busy() {
-                    self.last_wait = busy.waited;
-                }
-                Err(to_php(&err))
-            }
+        let file = session.main_file().map_err(|failure| {
+            to_php(&Error::Sqlite {
+                statement: "PRAGMA database_list",
+                failure,
+            })
+        })?;
+        if file.is_empty() {
+            return Err(exceptions::plain(
+                Kind::Base,
+                "WriterLock\\Queue::forConnection(): the connection's database is in memory or \
+                 temporary (it has no file), so no other process can write it and it needs no queue",
+                0,
+            ));
         }
+        Queue::__construct(file)
     }
 
     /// Commits and gives the turn back. Returns false when SQLite refused the
@@ -341,13 +508,13 @@ impl Queue {
     /// back). Throws `WriterLock\Exception` when this queue holds no
     /// transaction, or when the COMMIT failed and SQLite ended the
     /// transaction.
-    pub fn commit(&mut self, db: Sqlite3Arg) -> PhpResult<bool> {
+    pub fn commit(&mut self, db: DbArg) -> PhpResult<bool> {
         self.end(db, "commit")
     }
 
     /// Rolls back and gives the turn back. Returns false when SQLite refused
     /// the ROLLBACK (the transaction and the turn stay).
-    pub fn rollback(&mut self, db: Sqlite3Arg) -> PhpResult<bool> {
+    pub fn rollback(&mut self, db: DbArg) -> PhpResult<bool> {
         self.end(db, "rollback")
     }
 
@@ -359,14 +526,14 @@ impl Queue {
     #[php(defaults(setting = BUSY_SETTING))]
     pub fn exec(
         &mut self,
-        db: Sqlite3Arg,
+        db: DbArg,
         sql: String,
         busySeconds: Seconds,
         setting: String,
     ) -> PhpResult<()> {
-        let object = db.object("exec")?;
+        let (object, kind) = db.object("exec")?;
         let limit = busySeconds.get("exec", 3, "busySeconds")?;
-        let session = PhpSqlite::new(object);
+        let session = PhpSqlite::new(object, kind);
         session.check_open().map_err(|failure| {
             to_php(&Error::Sqlite {
                 statement: "the statement",
@@ -417,13 +584,87 @@ impl Queue {
 }
 
 impl Queue {
-    fn end(&mut self, db: Sqlite3Arg, method: &str) -> PhpResult<bool> {
-        let object = db.object(method)?;
-        let session = PhpSqlite::new(object);
+    fn end(&mut self, db: DbArg, method: &str) -> PhpResult<bool> {
+        let (object, kind) = db.object(method)?;
+        let session = PhpSqlite::new(object, kind);
         let statement = if method == "commit" {
             "COMMIT"
         } else {
             "ROLLBACK"
+        };
+        self.finish(object, &session, statement)
+    }
+
+    /// Takes the turn and begins on `object` (the shared part of `begin()`
+    /// and `transaction()`).
+    fn begin_on(
+        &mut self,
+        method: &str,
+        object: &ZendObject,
+        kind: ConnKind,
+        limit: Duration,
+        setting: String,
+    ) -> PhpResult<()> {
+        let session = PhpSqlite::new(object, kind);
+        session
+            .check_open()
+            .map_err(|failure| to_php(&Error::NotStarted { failure }))?;
+        if self.mine() {
+            // PHP words for what the core says about a second begin.
+            let on = if self.began_on(object) {
+                "on this connection"
+            } else {
+                "on another connection"
+            };
+            return Err(exceptions::plain(
+                Kind::Base,
+                &format!(
+                    "WriterLock\\Queue::{method}(): this queue already holds the writer turn for a \
+                     transaction it began {on}; call commit() or rollback() on that connection \
+                     before beginning another"
+                ),
+                0,
+            ));
+        }
+        let wait = Wait::transaction(limit).with_setting(setting);
+        match self.core.begin(&session, &wait) {
+            Ok(()) => {
+                self.took = Some(current_pid());
+                self.began_on = Some(object.get_id());
+                self.last_wait = self.core.last_wait();
+                count_transaction();
+                Ok(())
+            }
+            Err(Error::InTransaction) => Err(exceptions::plain(
+                Kind::Base,
+                &format!(
+                    "WriterLock\\Queue::{method}(): the connection is already inside a transaction \
+                     this queue did not begin (a BEGIN run directly, PDO::beginTransaction(), or \
+                     another queue's); end it with COMMIT or ROLLBACK first. Nothing was written by \
+                     this call"
+                ),
+                0,
+            )),
+            Err(err) => {
+                if let Some(busy) = err.busy() {
+                    self.last_wait = busy.waited;
+                }
+                Err(to_php(&err))
+            }
+        }
+    }
+
+    /// COMMIT or ROLLBACK of this queue's transaction on `object`.
+    fn finish(
+        &mut self,
+        object: &ZendObject,
+        session: &PhpSqlite<'_>,
+        statement: &'static str,
+    ) -> PhpResult<bool> {
+        let method = if statement == "COMMIT" {
+            "commit"
+        } else {
+            "rollback"
         };
         if !self.mine() {
             self.settle();
@@ -432,12 +673,15 @@ impl Queue {
         if !self.began_on(object) {
             // COMMIT on another connection would end nothing, and the turn
             // would be given back while the transaction stays open.
-            return Err(to_php(&Error::InvalidArgument {
-                name: "db",
-                reason: format!(
-                    "{method}() needs the SQLite3 object the transaction began on; this is another one"
+            return Err(exceptions::plain(
+                Kind::Base,
+                &format!(
+                    "WriterLock\\Queue::{method}(): Argument #1 ($db) is not the connection the \
+                     transaction began on; pass that one (the transaction and the writer turn stay \
+                     open)"
                 ),
-            }));
+                0,
+            ));
         }
         if let Err(failure) = session.check_open() {
             // SQLite rolled the transaction back when the object was closed.
@@ -446,9 +690,9 @@ impl Queue {
             return Err(to_php(&Error::Sqlite { statement, failure }));
         }
         let result = if statement == "COMMIT" {
-            self.core.commit(&session)
+            self.core.commit(session)
         } else {
-            self.core.rollback(&session)
+            self.core.rollback(session)
         };
         self.settle();
         match result {

@@ -1,14 +1,20 @@
-//! PHP's `\SQLite3` object as a connection the queue can drive.
+//! PHP's `\SQLite3` and `PDO` (sqlite driver) objects as a connection the
+//! queue can drive.
 //!
-//! Every call goes through the object's own methods (`exec`, `busyTimeout`,
-//! `lastErrorCode`, `lastErrorMsg`), so a subclass that overrides them is
-//! honoured and the one system `libsqlite3` that PHP's sqlite3 extension
-//! loaded does the work. `SQLite3::exec()` reports a failure with an
-//! `E_WARNING`; the calls run with the engine's warnings turned into
-//! exceptions that are taken back at once (see [`crate::zend::without_warnings`]),
-//! so a failure surfaces only as this extension's exception: nothing is
-//! printed, logged, or passed to a user error handler. A closed `SQLite3`
-//! object throws `\Error` from every method; that becomes a failure too.
+//! Every call goes through the object's own methods (`SQLite3`: `exec`,
+//! `busyTimeout`, `lastErrorCode`, `lastErrorMsg`; `PDO`: `exec`,
+//! `errorInfo`, and `PRAGMA busy_timeout` for the busy timeout, since
+//! `PDO::ATTR_TIMEOUT` counts whole seconds), so a subclass that overrides
+//! them is honoured and the one system `libsqlite3` that PHP's sqlite
+//! extensions loaded does the work. `SQLite3::exec()` reports a failure with
+//! an `E_WARNING`, a `PDO` with a warning, an exception or nothing, as its
+//! error mode says; the calls run with the engine's warnings turned into
+//! exceptions that are taken back at once (see
+//! [`crate::zend::without_warnings`]), so a failure surfaces only as this
+//! extension's exception: nothing is printed, logged, or passed to a user
+//! error handler, and the connection's error mode is left as it was. A
+//! closed `SQLite3` object (or a PDO never constructed) throws `\Error` from
+//! every method; that becomes a failure too.
 
 use std::cell::RefCell;
 use std::time::Duration;
@@ -39,18 +45,30 @@ struct Thrown {
     engine_error: bool,
 }
 
-/// A borrowed `\SQLite3` object.
+/// Which PHP class a connection is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ConnKind {
+    /// `\SQLite3` (or a subclass).
+    Sqlite3,
+    /// `PDO` with the sqlite driver (or a subclass).
+    Pdo,
+}
+
+/// A borrowed `\SQLite3` or `PDO` object.
 pub(crate) struct PhpSqlite<'a> {
     db: &'a ZendObject,
+    kind: ConnKind,
     /// The failure of the last `exec` through this wrapper, if it failed.
     last_failure: RefCell<Option<SqliteFailure>>,
 }
 
 impl<'a> PhpSqlite<'a> {
-    /// Wraps an object already checked to be an instance of `SQLite3`.
-    pub(crate) fn new(db: &'a ZendObject) -> Self {
+    /// Wraps an object already checked to be an instance of `SQLite3`, or
+    /// of `PDO` with the sqlite driver.
+    pub(crate) fn new(db: &'a ZendObject, kind: ConnKind) -> Self {
         PhpSqlite {
             db,
+            kind,
             last_failure: RefCell::new(None),
         }
     }
@@ -92,6 +110,9 @@ impl<'a> PhpSqlite<'a> {
     /// SQLite's code and message for the last failure on this connection,
     /// or `fallback` when SQLite reports none.
     fn last_failure(&self, fallback: Option<String>) -> SqliteFailure {
+        if self.kind == ConnKind::Pdo {
+            return self.last_pdo_failure(fallback);
+        }
         let code = self
             .call("lastErrorCode", vec![])
             .ok()
@@ -114,6 +135,29 @@ impl<'a> PhpSqlite<'a> {
         }
     }
 
+    /// `PDO::errorInfo()`: SQLSTATE, SQLite's code, SQLite's message.
+    fn last_pdo_failure(&self, fallback: Option<String>) -> SqliteFailure {
+        let info = self.call("errorInfo", vec![]).ok();
+        let array = info.as_ref().and_then(|zv| zv.array());
+        let code = array
+            .and_then(|a| a.get_index(1))
+            .and_then(|zv| zv.long())
+            .unwrap_or(0);
+        let message = array
+            .and_then(|a| a.get_index(2))
+            .and_then(|zv| zv.string())
+            .unwrap_or_default();
+        if code == 0 {
+            SqliteFailure::new(
+                SQLITE_ERROR,
+                fallback
+                    .unwrap_or_else(|| String::from("PDO reported a failure without a message")),
+            )
+        } else {
+            SqliteFailure::new(i32::try_from(code).unwrap_or(SQLITE_ERROR), message)
+        }
+    }
+
     fn failure_from(&self, thrown: Thrown) -> SqliteFailure {
         if thrown.engine_error {
             SqliteFailure::new(SQLITE_MISUSE, thrown.message)
@@ -122,10 +166,61 @@ impl<'a> PhpSqlite<'a> {
         }
     }
 
+    /// The failure of the last statement run through this wrapper, or the
+    /// connection's last error.
+    pub(crate) fn last_failure_now(&self) -> SqliteFailure {
+        let known = self.last_failure.borrow().clone();
+        known.unwrap_or_else(|| self.last_failure(None))
+    }
+
+    /// The file of the connection's main database (empty for an in-memory
+    /// or temporary one), as `PRAGMA database_list` names it.
+    pub(crate) fn main_file(&self) -> Result<String, SqliteFailure> {
+        let sql = String::from("SELECT file FROM pragma_database_list WHERE name = 'main'");
+        let value = match self.kind {
+            ConnKind::Sqlite3 => self.call("querySingle", vec![&sql]),
+            ConnKind::Pdo => match self.call("query", vec![&sql]) {
+                Ok(statement) => match statement.object() {
+                    Some(statement) => {
+                        let fetched = zend::without_warnings(|| {
+                            statement.try_call_method("fetchColumn", vec![])
+                        });
+                        match ExecutorGlobals::take_exception() {
+                            Some(_) => Err(Thrown {
+                                message: "PDOStatement::fetchColumn() failed".into(),
+                                engine_error: false,
+                            }),
+                            None => fetched.map_err(|e| Thrown {
+                                message: format!(
+                                    "PDOStatement::fetchColumn() could not be called: {e}"
+                                ),
+                                engine_error: true,
+                            }),
+                        }
+                    }
+                    None => return Err(self.last_failure(None)),
+                },
+                Err(thrown) => Err(thrown),
+            },
+        };
+        match value {
+            Ok(zv) => match zv.string() {
+                Some(file) => Ok(file),
+                None if zv.is_null() => Ok(String::new()),
+                None => Err(self.last_failure(None)),
+            },
+            Err(thrown) => Err(self.failure_from(thrown)),
+        }
+    }
+
     /// Fails when the object is closed (or was never opened), before anything
     /// else is tried.
     pub(crate) fn check_open(&self) -> Result<(), SqliteFailure> {
-        match self.call("lastErrorCode", vec![]) {
+        let method = match self.kind {
+            ConnKind::Sqlite3 => "lastErrorCode",
+            ConnKind::Pdo => "errorCode",
+        };
+        match self.call(method, vec![]) {
             Ok(_) => Ok(()),
             Err(thrown) => Err(SqliteFailure::new(SQLITE_MISUSE, thrown.message)),
         }
@@ -136,7 +231,8 @@ impl SqliteSession for PhpSqlite<'_> {
     fn exec(&self, sql: &str) -> Result<(), SqliteFailure> {
         let sql = sql.to_string();
         let result = match self.call("exec", vec![&sql]) {
-            Ok(zv) if zv.bool() == Some(true) => Ok(()),
+            // SQLite3::exec() returns true; PDO::exec() the number of rows.
+            Ok(zv) if zv.bool() == Some(true) || zv.long().is_some() => Ok(()),
             Ok(_) => Err(self.last_failure(None)),
             Err(thrown) => Err(self.failure_from(thrown)),
         };
@@ -148,6 +244,9 @@ impl SqliteSession for PhpSqlite<'_> {
         let millis = i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX);
         // SQLite takes an int; anything longer is as good as forever.
         let millis = millis.min(i64::from(i32::MAX));
+        if self.kind == ConnKind::Pdo {
+            return self.exec(&format!("PRAGMA busy_timeout = {millis}"));
+        }
         match self.call("busyTimeout", vec![&millis]) {
             Ok(zv) if zv.bool() != Some(false) => Ok(()),
             Ok(_) => Err(self.last_failure(None)),
@@ -155,7 +254,8 @@ impl SqliteSession for PhpSqlite<'_> {
         }
     }
 
-    /// PHP's `SQLite3` has no autocommit accessor. After a COMMIT or
+    /// PHP's `SQLite3` has no autocommit accessor, and `PDO::inTransaction()`
+    /// knows only of transactions PDO itself began. After a COMMIT or
     /// ROLLBACK that failed, SQLite's answer tells for the common cases
     /// (busy, locked and constraint failures leave the transaction open; "no
     /// transaction is active" says it is gone), which keeps the connection's

@@ -2,15 +2,15 @@
 /**
  * IDE stubs for the writerlock PHP extension (module "writerlock",
  * extension=writerlock.so). Never include this file at run time: the classes
- * come from the extension. php-ext/tests/stubs_test.php checks these
- * declarations against the loaded extension's reflection.
+ * come from the extension.
+ *
+ * Generated from the extension by php-ext/stubs/generate.php; do not edit
+ * (php-ext/tests/run.sh fails when this file and the extension differ).
  */
 
 namespace WriterLock {
 
-    /**
-     * Base class of every exception the extension throws.
-     */
+    /** Base class of every exception the extension throws. */
     class Exception extends \RuntimeException
     {
     }
@@ -39,17 +39,10 @@ namespace WriterLock {
     }
 
     /**
-     * The transaction could not start: "the transaction could not start: <SQLite's message>;
-     * nothing was written". getCode() is SQLite's result code.
-     */
-    class StartException extends Exception
-    {
-    }
-
-    /**
      * One SQLite database's write queue: writers from every process take turns
      * (an exclusive flock() on "<database>.writer-lock") before BEGIN IMMEDIATE,
-     * instead of failing with "database is locked".
+     * instead of failing with "database is locked". It drives a \SQLite3 or a PDO
+     * (sqlite driver) connection through the connection's own methods.
      *
      * The handle behind a Queue is kept per database path for the life of the
      * process: a long-lived worker (PHP-FPM, a CLI job loop) opens the lock
@@ -59,20 +52,37 @@ namespace WriterLock {
     final class Queue
     {
         /**
-         * @param string $databasePath the path given to new \SQLite3(); ":memory:" needs no queue
-         * @throws Exception when the database's directory does not exist
-         */
-        public function __construct(string $databasePath) {}
-
-        /**
          * Takes the turn within $waitSeconds (below 1 raised to 1), sets the
          * connection's busy timeout to the time left, runs BEGIN IMMEDIATE.
          *
          * @throws BusyException the wait ran out; nothing was written
          * @throws StartException the transaction could not start; nothing was written
-         * @throws Exception the connection is already inside a transaction, or this process holds the turn
+         * @throws Exception the connection is already inside a transaction, or this queue holds the turn
          */
-        public function begin(\SQLite3 $db, float $waitSeconds, string $setting = '[DatabaseSettings] SQLiteTransactionWait'): void {}
+        public function begin(\SQLite3|\PDO $db, float $waitSeconds = 25.0, string $setting = '[DatabaseSettings] SQLiteTransactionWait'): void {}
+
+        /**
+         * Begins (as begin()), runs $fn($db), commits, and returns what $fn returned.
+         * Any throwable from $fn, or a COMMIT SQLite refuses, rolls the transaction back
+         * and gives the turn back; the throwable is rethrown.
+         *
+         * @template T
+         * @param callable(\SQLite3|\PDO): T $fn
+         * @return T
+         * @throws BusyException the wait ran out; nothing was written, $fn did not run
+         * @throws StartException the transaction could not start; $fn did not run
+         * @throws Exception the COMMIT failed; the transaction was rolled back
+         */
+        public function transaction(\SQLite3|\PDO $db, callable $fn, float $wait = 25.0): mixed {}
+
+        /**
+         * The queue of the database file an open \SQLite3 or PDO (sqlite) connection uses
+         * (its main database, as PRAGMA database_list names it).
+         *
+         * @throws Exception for an in-memory or temporary database
+         * @throws \ValueError for a PDO of another driver than sqlite
+         */
+        public static function forConnection(\SQLite3|\PDO $db): \WriterLock\Queue {}
 
         /**
          * Commits and gives the turn back.
@@ -80,7 +90,7 @@ namespace WriterLock {
          * @return bool false when SQLite refused the COMMIT: the transaction and the turn stay
          * @throws Exception no queued transaction, or the COMMIT failed and SQLite ended the transaction
          */
-        public function commit(\SQLite3 $db): bool {}
+        public function commit(\SQLite3|\PDO $db): bool {}
 
         /**
          * Rolls back and gives the turn back.
@@ -88,7 +98,7 @@ namespace WriterLock {
          * @return bool false when SQLite refused the ROLLBACK: the transaction and the turn stay
          * @throws Exception no queued transaction
          */
-        public function rollback(\SQLite3 $db): bool {}
+        public function rollback(\SQLite3|\PDO $db): bool {}
 
         /**
          * Runs one write statement outside a transaction, in turn, within
@@ -97,12 +107,27 @@ namespace WriterLock {
          * @throws BusyException the wait ran out; the statement was not run
          * @throws Exception SQLite reported a failure
          */
-        public function exec(\SQLite3 $db, string $sql, float $busySeconds, string $setting = '[DatabaseSettings] SQLiteBusyTimeout'): void {}
+        public function exec(\SQLite3|\PDO $db, string $sql, float $busySeconds, string $setting = '[DatabaseSettings] SQLiteBusyTimeout'): void {}
 
         /** Whether this queue holds the writer turn in this process. */
         public function holding(): bool {}
 
         /** Seconds the last begin() or queued exec() waited for its turn. */
         public function lastWait(): float {}
+
+        /**
+         * @param string $databasePath the path given to new \SQLite3() or in the PDO DSN, resolved
+         *        against the current directory now; ":memory:" needs no queue
+         * @throws Exception when the database's directory does not exist
+         */
+        public function __construct(string $databasePath) {}
+    }
+
+    /**
+     * The transaction could not start: "the transaction could not start: <SQLite's message>;
+     * nothing was written". getCode() is SQLite's result code.
+     */
+    class StartException extends Exception
+    {
     }
 }

@@ -33,7 +33,7 @@ t( 'php --re writerlock lists the API', function () {
                      'public method begin', 'public method commit', 'public method rollback', 'public method exec',
                      'public method holding', 'public method lastWait', 'public method waited', 'public method holderPid',
                      "<optional> string \$setting = '[DatabaseSettings] SQLiteTransactionWait'",
-                     "<optional> string \$setting = '[DatabaseSettings] SQLiteBusyTimeout'", '<required> SQLite3 $db' ) as $needle )
+                     "<optional> string \$setting = '[DatabaseSettings] SQLiteBusyTimeout'", '<required> SQLite3|PDO $db', "<optional> float \$waitSeconds = 25.0" ) as $needle )
     {
         check( strpos( $text, $needle ) !== false, "php --re writerlock does not show: $needle" );
     }

@@ -102,8 +102,9 @@ t( 'a connection already inside its own transaction: refused at once', function 
         $start = microtime( true );
         $e = expect_throw( 'WriterLock\\Exception', function () use ( $q, $db ) { $q->begin( $db, 5 ); } );
         check( microtime( true ) - $start < 0.5, 'begin() waited before refusing' );
-        check_same( 'the connection is already inside a transaction; end it (COMMIT or ROLLBACK) before beginning a queued one, '
-                    . 'and open the connection in autocommit mode', $e->getMessage(), 'message' );
+        check_same( "WriterLock\\Queue::begin(): the connection is already inside a transaction this queue did not begin "
+                    . "(a BEGIN run directly, PDO::beginTransaction(), or another queue's); end it with COMMIT or ROLLBACK first. "
+                    . 'Nothing was written by this call', $e->getMessage(), 'message' );
     }
     finally
     {
@@ -120,7 +121,8 @@ t( 'commit() with another connection than begin(): refused, transaction and turn
     $q->begin( $db, 1 );
     $db->exec( "INSERT INTO pub (worker, seq) VALUES ('right connection', 1)" );
     $e = expect_throw( 'WriterLock\\Exception', function () use ( $q, $other ) { $q->commit( $other ); } );
-    check_same( 'invalid argument db: commit() needs the SQLite3 object the transaction began on; this is another one', $e->getMessage(), 'message' );
+    check_same( 'WriterLock\\Queue::commit(): Argument #1 ($db) is not the connection the transaction began on; '
+                . 'pass that one (the transaction and the writer turn stay open)', $e->getMessage(), 'message' );
     check( $q->holding(), 'the turn was given back' );
     check_same( true, $q->commit( $db ), 'commit() on the right connection' );
     check_same( 1, count_rows( $path, "worker = 'right connection'" ), 'rows' );
@@ -130,9 +132,9 @@ t( 'commit() with another connection than begin(): refused, transaction and turn
 t( 'arguments of the wrong type or value: TypeError and ValueError', function () use ( $path ) {
     $db = new SQLite3( $path );
     $q = new WriterLock\Queue( $path );
-    check_same( 'WriterLock\\Queue::begin(): Argument #1 ($db) must be of type SQLite3, stdClass given',
+    check_same( 'WriterLock\\Queue::begin(): Argument #1 ($db) must be of type SQLite3|PDO, stdClass given',
                 expect_throw( 'TypeError', function () use ( $q ) { $q->begin( new stdClass(), 1 ); } )->getMessage(), 'object' );
-    check_same( 'WriterLock\\Queue::commit(): Argument #1 ($db) must be of type SQLite3, string given',
+    check_same( 'WriterLock\\Queue::commit(): Argument #1 ($db) must be of type SQLite3|PDO, string given',
                 expect_throw( 'TypeError', function () use ( $q ) { $q->commit( 'site.db' ); } )->getMessage(), 'string' );
     check_same( 'WriterLock\\Queue::begin(): Argument #2 ($waitSeconds) must be of type float, string given',
                 expect_throw( 'TypeError', function () use ( $q, $db ) { $q->begin( $db, 'soon' ); } )->getMessage(), 'wait' );
@@ -140,7 +142,7 @@ t( 'arguments of the wrong type or value: TypeError and ValueError', function ()
                 expect_throw( 'ValueError', function () use ( $q, $db ) { $q->begin( $db, -1 ); } )->getMessage(), 'negative' );
     expect_throw( 'ValueError', function () use ( $q, $db ) { $q->begin( $db, NAN ); } );
     expect_throw( 'ValueError', function () use ( $q, $db ) { $q->exec( $db, 'SELECT 1', INF ); } );
-    expect_throw( 'ArgumentCountError', function () use ( $q, $db ) { $q->begin( $db ); } );
+    expect_throw( 'ArgumentCountError', function () use ( $q ) { $q->begin(); } );
     check( !$q->holding(), 'holding after refused arguments' );
     no_diagnostics();
     turn_is_free( $path );

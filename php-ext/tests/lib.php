@@ -1,8 +1,9 @@
 <?php
 /**
- * A small test harness for the writerlock PHP tests (no PHPUnit): each
- * t('name', fn) prints "ok - name" or "not ok - name: reason"; the script
- * exits 1 when any failed. run.sh counts the lines.
+ * Helpers of the writerlock PHP tests: child processes, temporary databases,
+ * a process holding the turn. The scenario scripts (*_test.php) also use the
+ * small harness here: each t('name', fn) prints "ok - name" or "not ok -
+ * name: reason", and the .phpt that runs the script expects every "ok" line.
  */
 
 error_reporting( E_ALL );
@@ -15,7 +16,15 @@ $GLOBALS['wl_ran'] = 0;
 
 function t( $name, callable $fn )
 {
-    $GLOBALS['wl_ran']++;
+    if ( $GLOBALS['wl_ran']++ === 0 )
+    {
+        register_shutdown_function( function () {
+            if ( $GLOBALS['wl_failed'] > 0 )
+            {
+                exit( 1 );
+            }
+        } );
+    }
     $start = microtime( true );
     try
     {
@@ -31,17 +40,6 @@ function t( $name, callable $fn )
     flush();
 }
 
-register_shutdown_function( function () {
-    if ( $GLOBALS['wl_ran'] === 0 )
-    {
-        echo "not ok - the script ran no test\n";
-        exit( 1 );
-    }
-    if ( $GLOBALS['wl_failed'] > 0 )
-    {
-        exit( 1 );
-    }
-} );
 
 /** Fails the test with $message unless $condition holds. */
 function check( $condition, $message )

@@ -1,7 +1,8 @@
 <?php
 // 64 editors publish 3 times each at the same moment (each publish reads,
-// then writes): through the queue all 192 commit; with a plain BEGIN on the
-// same load some are lost. The queued driver, on the stand-ins, does the
+// then writes): through the queue all 192 commit, on \SQLite3 and on PDO (in
+// its default exception mode with begin()/commit(), in silent mode through
+// transaction()); with a plain BEGIN on the same load some are lost. The queued driver, on the stand-ins, does the
 // same as the queue.
 require __DIR__ . '/lib.php';
 
@@ -57,6 +58,21 @@ t( '64 processes x 3 publishes through the queue: all 192 commit', function () {
                 'publishes whose read was stale' );
     printf( "# queue: 192 publishes in %.2f s, longest wait for a turn %.3f s\n", $sum['elapsed'], max( $sum['waits'] ) );
 } );
+
+foreach ( array( 'pdo' => 'PDO (exceptions), begin() and commit()', 'pdo-silent' => 'PDO (ERRMODE_SILENT), transaction()' ) as $mode => $what )
+{
+    t( "64 processes x 3 publishes through the queue on $what: all 192 commit", function () use ( $mode ) {
+        $path = make_db( tmpdir() );
+        $sum = publish_together( $path, $mode, 64, 3 );
+        check_same( array(), $sum['errors'], 'errors' );
+        check_same( 192, $sum['committed'], 'committed publishes' );
+        check_same( 192, count_rows( $path ), 'rows in the database' );
+        $db = new SQLite3( $path );
+        check_same( 0, $db->querySingle( 'SELECT COUNT(*) FROM pub a WHERE seen <> (SELECT COUNT(*) FROM pub b WHERE b.id < a.id)' ),
+                    'publishes whose read was stale' );
+        printf( "# $mode: 192 publishes in %.2f s, longest wait for a turn %.3f s\n", $sum['elapsed'], max( $sum['waits'] ) );
+    } );
+}
 
 t( 'the same load with a plain BEGIN loses some publishes', function () {
     $path = make_db( tmpdir() );

@@ -1,7 +1,9 @@
 <?php
-// php-ext/stubs/writerlock.stubs.php against the loaded extension: the same
-// classes, parents, methods, parameter names, types and defaults, return
-// types. The stubs are read in a PHP process without the extension.
+// php-ext/stubs/writerlock.stubs.php against the loaded extension: the file
+// is what php-ext/stubs/generate.php makes from the extension's reflection
+// (the drift check), and, read in a PHP process without the extension, it
+// declares the same classes, parents, methods, parameter names, types and
+// defaults, return types. php-ext/stubs/composer.json installs it.
 require __DIR__ . '/lib.php';
 
 function describe( $source, $withExtension )
@@ -40,6 +42,25 @@ t( 'the stub file parses', function () use ( $stubs ) {
     check_same( 0, $rc, 'php -l ' . $stubs );
 } );
 
+t( 'the committed stubs are what generate.php makes from the extension (regenerate on drift)', function () {
+    $child = new Child( php_cmd( dirname( __DIR__ ) . '/stubs/generate.php', array( '--check' ) ) );
+    $code = $child->wait();
+    check_same( 0, $code, "generate.php --check: {$child->out} {$child->err}" );
+} );
+
+t( 'composer.json installs the stubs for IDEs and PHPStan', function () {
+    $dir = dirname( __DIR__ ) . '/stubs';
+    $json = json_decode( file_get_contents( "$dir/composer.json" ), true );
+    check( is_array( $json ), 'composer.json is not valid JSON' );
+    check_same( 'writerlock/writerlock-stubs', $json['name'], 'package name' );
+    check( isset( $json['description'], $json['license'], $json['require']['php'] ), 'composer.json lacks description, license or require.php' );
+    foreach ( $json['extra']['phpstan']['includes'] as $neon )
+    {
+        check( is_file( "$dir/$neon" ), "PHPStan include $neon is missing" );
+        check( strpos( file_get_contents( "$dir/$neon" ), 'writerlock.stubs.php' ) !== false, "$neon does not name the stub file" );
+    }
+} );
+
 t( 'the stubs match the extension\'s reflection', function () use ( $stubs ) {
     $ext = describe( 'ext', true );
     $stub = describe( $stubs, false );
@@ -65,10 +86,13 @@ t( 'the issue\'s signatures, read from the extension', function () {
         return $method . '(' . implode( ', ', $parts ) . ')' . ( $m->getReturnType() ? ': ' . $m->getReturnType() : '' );
     };
     check_same( '__construct(string $databasePath)', $sig( '__construct' ), '__construct' );
-    check_same( "begin(SQLite3 \$db, float \$waitSeconds, string \$setting = '[DatabaseSettings] SQLiteTransactionWait'): void", $sig( 'begin' ), 'begin' );
-    check_same( 'commit(SQLite3 $db): bool', $sig( 'commit' ), 'commit' );
-    check_same( 'rollback(SQLite3 $db): bool', $sig( 'rollback' ), 'rollback' );
-    check_same( "exec(SQLite3 \$db, string \$sql, float \$busySeconds, string \$setting = '[DatabaseSettings] SQLiteBusyTimeout'): void", $sig( 'exec' ), 'exec' );
+    check_same( "begin(SQLite3|PDO \$db, float \$waitSeconds = 25.0, string \$setting = '[DatabaseSettings] SQLiteTransactionWait'): void", $sig( 'begin' ), 'begin' );
+    check_same( 'transaction(SQLite3|PDO $db, callable $fn, float $wait = 25.0): mixed', $sig( 'transaction' ), 'transaction' );
+    check_same( 'forConnection(SQLite3|PDO $db): WriterLock\\Queue', $sig( 'forConnection' ), 'forConnection' );
+    check( $q->getMethod( 'forConnection' )->isStatic(), 'forConnection() is not static' );
+    check_same( 'commit(SQLite3|PDO $db): bool', $sig( 'commit' ), 'commit' );
+    check_same( 'rollback(SQLite3|PDO $db): bool', $sig( 'rollback' ), 'rollback' );
+    check_same( "exec(SQLite3|PDO \$db, string \$sql, float \$busySeconds, string \$setting = '[DatabaseSettings] SQLiteBusyTimeout'): void", $sig( 'exec' ), 'exec' );
     check_same( 'holding(): bool', $sig( 'holding' ), 'holding' );
     check_same( 'lastWait(): float', $sig( 'lastWait' ), 'lastWait' );
     $b = new ReflectionClass( 'WriterLock\\BusyException' );

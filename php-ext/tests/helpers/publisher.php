@@ -2,7 +2,10 @@
 // One editor publishing argv[3] times: each publish reads, then writes, in
 // one transaction. argv: database path, mode ("queue": WriterLock\Queue;
 // "plain": a plain deferred BEGIN with a 5 s busy timeout, as before the
-// queue; "driver": eZSQLite3QueuedDB on the stand-ins), count, worker name.
+// queue; "driver": eZSQLite3QueuedDB on the stand-ins; "pdo": WriterLock\Queue
+// on a PDO in its default error mode (exceptions), begin()/commit();
+// "pdo-silent": a PDO in ERRMODE_SILENT through Queue::transaction()),
+// count, worker name.
 // Prints "ready", waits for a line on stdin, publishes, prints JSON.
 list( , $path, $mode, $count, $worker ) = $argv;
 $result = array( 'pid' => getmypid(), 'committed' => 0, 'failed' => 0, 'errors' => array(), 'waits' => array() );
@@ -12,6 +15,15 @@ if ( $mode === 'driver' )
     require __DIR__ . '/../standins/autoload.php';
     $ezdb = new eZSQLite3QueuedDB( array( 'database' => $path ) );
     $ezdb->setErrorHandling( eZDB::ERROR_HANDLING_EXCEPTIONS );
+}
+elseif ( $mode === 'pdo' || $mode === 'pdo-silent' )
+{
+    $db = new PDO( "sqlite:$path" );
+    if ( $mode === 'pdo-silent' )
+    {
+        $db->setAttribute( PDO::ATTR_ERRMODE, PDO::ERRMODE_SILENT );
+    }
+    $queue = new WriterLock\Queue( $path );
 }
 else
 {
@@ -35,6 +47,37 @@ for ( $i = 1; $i <= (int)$count; $i++ )
             usleep( 1000 );
             $ezdb->query( "INSERT INTO pub (worker, seq, seen) VALUES ('$worker', $i, " . (int)$seen[0]['n'] . ")" );
             $ezdb->commit();
+            $result['committed']++;
+        }
+        elseif ( $mode === 'pdo' )
+        {
+            $queue->begin( $db );
+            $result['waits'][] = $queue->lastWait();
+            $seen = $db->query( 'SELECT COUNT(*) FROM pub' )->fetchColumn();
+            usleep( 1000 );
+            $db->exec( "INSERT INTO pub (worker, seq, seen) VALUES ('$worker', $i, $seen)" );
+            if ( !$queue->commit( $db ) )
+            {
+                throw new RuntimeException( 'COMMIT refused: ' . $db->errorInfo()[2] );
+            }
+            $result['committed']++;
+        }
+        elseif ( $mode === 'pdo-silent' )
+        {
+            $queue->transaction( $db, function ( PDO $db ) use ( $worker, $i ) {
+                $read = $db->query( 'SELECT COUNT(*) FROM pub' );
+                if ( $read === false )
+                {
+                    throw new RuntimeException( 'read failed: ' . $db->errorInfo()[2] );
+                }
+                $seen = $read->fetchColumn();
+                usleep( 1000 );
+                if ( $db->exec( "INSERT INTO pub (worker, seq, seen) VALUES ('$worker', $i, $seen)" ) === false )
+                {
+                    throw new RuntimeException( 'write failed: ' . $db->errorInfo()[2] );
+                }
+            } );
+            $result['waits'][] = $queue->lastWait();
             $result['committed']++;
         }
         elseif ( $mode === 'queue' )

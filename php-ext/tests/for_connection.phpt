@@ -1,0 +1,64 @@
+--TEST--
+Queue::forConnection() queues on the connection's own database file; a relative path is resolved when the queue is made
+--EXTENSIONS--
+pdo_sqlite
+sqlite3
+writerlock
+--FILE--
+<?php
+require __DIR__ . '/lib.php';
+$dir = tmpdir();
+mkdir( "$dir/site" );
+mkdir( "$dir/elsewhere" );
+$path = make_db( "$dir/site" );
+
+echo "-- forConnection() of SQLite3 and PDO, opened by a relative path\n";
+chdir( "$dir/site" );
+$sqlite = new SQLite3( 'site.db' );
+$pdo = new PDO( 'sqlite:site.db' );
+foreach ( array( $sqlite, $pdo ) as $db )
+{
+    $q = WriterLock\Queue::forConnection( $db );
+    chdir( "$dir/elsewhere" );
+    $q->begin( $db, 5 );
+    $other = probe_begin( $path, 0.2 );             // another process, by the absolute path
+    echo get_class( $db ), ': ', $other['ok'] ? "not queued on the database's lock file\n" : "queued on site.db.writer-lock\n";
+    $q->rollback( $db );
+    chdir( "$dir/site" );
+}
+var_dump( file_exists( "$dir/elsewhere/site.db.writer-lock" ) );
+
+echo "-- new Queue('site.db') then chdir(): still the database's lock file\n";
+$q = new WriterLock\Queue( 'site.db' );
+chdir( "$dir/elsewhere" );
+$q->begin( $sqlite, 5 );
+$other = probe_begin( $path, 0.2 );
+echo $other['ok'] ? "not queued on the database's lock file\n" : "queued on site.db.writer-lock\n";
+$q->rollback( $sqlite );
+var_dump( file_exists( "$dir/elsewhere/site.db.writer-lock" ) );
+
+echo "-- connections without a file\n";
+foreach ( array( new SQLite3( ':memory:' ), new PDO( 'sqlite::memory:' ), new PDO( 'sqlite:' ) ) as $db )
+{
+    try
+    {
+        WriterLock\Queue::forConnection( $db );
+    }
+    catch ( WriterLock\Exception $e )
+    {
+        echo get_class( $e ), ': ', $e->getMessage(), "\n";
+    }
+}
+?>
+--EXPECT--
+-- forConnection() of SQLite3 and PDO, opened by a relative path
+SQLite3: queued on site.db.writer-lock
+PDO: queued on site.db.writer-lock
+bool(false)
+-- new Queue('site.db') then chdir(): still the database's lock file
+queued on site.db.writer-lock
+bool(false)
+-- connections without a file
+WriterLock\Exception: WriterLock\Queue::forConnection(): the connection's database is in memory or temporary (it has no file), so no other process can write it and it needs no queue
+WriterLock\Exception: WriterLock\Queue::forConnection(): the connection's database is in memory or temporary (it has no file), so no other process can write it and it needs no queue
+WriterLock\Exception: WriterLock\Queue::forConnection(): the connection's database is in memory or temporary (it has no file), so no other process can write it and it needs no queue
