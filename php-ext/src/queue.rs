@@ -288,6 +288,27 @@ fn to_php(err: &Error) -> PhpException {
             setting: &busy.setting,
             holder_pid: busy.holder_pid,
         }),
+        Error::WrongDatabase {
+            queue_database,
+            connection_database,
+        } => {
+            let connection = if connection_database.as_os_str().is_empty() {
+                String::from("in memory or temporary")
+            } else {
+                connection_database.display().to_string()
+            };
+            exceptions::plain(
+                Kind::Base,
+                &format!(
+                    "this writer queue is for {} but the connection's database is {connection}; \
+                     writers exclude each other only through the queue of the database they \
+                     write, so nothing was run: make the queue for the connection's own database \
+                     file, or with WriterLock\\Queue::forConnection($db)",
+                    queue_database.display()
+                ),
+                0,
+            )
+        }
         Error::NotStarted { failure } => {
             exceptions::plain(Kind::Start, &message, i64::from(failure.code))
         }

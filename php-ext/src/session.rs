@@ -17,6 +17,7 @@
 //! every method; that becomes a failure too.
 
 use std::cell::RefCell;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use ext_php_rs::convert::IntoZvalDyn;
@@ -173,10 +174,11 @@ impl<'a> PhpSqlite<'a> {
         known.unwrap_or_else(|| self.last_failure(None))
     }
 
-    /// The file of the connection's main database (empty for an in-memory
-    /// or temporary one), as `PRAGMA database_list` names it.
-    pub(crate) fn main_file(&self) -> Result<String, SqliteFailure> {
-        let sql = String::from("SELECT file FROM pragma_database_list WHERE name = 'main'");
+    /// The first column of the first row of a query (`None`: no row), run
+    /// through the connection's own methods (`SQLite3::querySingle()`,
+    /// `PDO::query()` and `PDOStatement::fetchColumn()`).
+    fn query_single(&self, sql: &str) -> Result<Option<Zval>, SqliteFailure> {
+        let sql = sql.to_string();
         let value = match self.kind {
             ConnKind::Sqlite3 => self.call("querySingle", vec![&sql]),
             ConnKind::Pdo => match self.call("query", vec![&sql]) {
@@ -204,20 +206,35 @@ impl<'a> PhpSqlite<'a> {
             },
         };
         match value {
-            Ok(zv) => match zv.string() {
-                Some(file) => Ok(file),
-                None if zv.is_null() => Ok(String::new()),
-                None => Err(self.last_failure(None)),
-            },
+            // SQLite3::querySingle() returns false on failure and null for
+            // no row; PDOStatement::fetchColumn() false for no row.
+            Ok(zv) if zv.bool() == Some(false) && self.kind == ConnKind::Sqlite3 => {
+                Err(self.last_failure(None))
+            }
+            Ok(zv) if zv.is_null() || zv.bool() == Some(false) => Ok(None),
+            Ok(zv) => Ok(Some(zv)),
             Err(thrown) => Err(self.failure_from(thrown)),
+        }
+    }
+
+    /// The file of the connection's main database (empty for an in-memory
+    /// or temporary one), as `PRAGMA database_list` names it.
+    pub(crate) fn main_file(&self) -> Result<String, SqliteFailure> {
+        let value =
+            self.query_single("SELECT file FROM pragma_database_list WHERE name = 'main'")?;
+        match value {
+            Some(zv) => Ok(zv.string().unwrap_or_default()),
+            None => Ok(String::new()),
         }
     }
 
     /// Fails when the object is closed (or was never opened), before anything
     /// else is tried.
     pub(crate) fn check_open(&self) -> Result<(), SqliteFailure> {
+        // SQLite3::lastErrorCode() answers 0 on a closed object; changes()
+        // throws, and changes nothing.
         let method = match self.kind {
-            ConnKind::Sqlite3 => "lastErrorCode",
+            ConnKind::Sqlite3 => "changes",
             ConnKind::Pdo => "errorCode",
         };
         match self.call(method, vec![]) {
@@ -252,6 +269,17 @@ impl SqliteSession for PhpSqlite<'_> {
             Ok(_) => Err(self.last_failure(None)),
             Err(thrown) => Err(self.failure_from(thrown)),
         }
+    }
+
+    fn main_database_file(&self) -> Result<Option<PathBuf>, SqliteFailure> {
+        self.main_file().map(|file| Some(PathBuf::from(file)))
+    }
+
+    fn busy_timeout(&self) -> Result<Option<Duration>, SqliteFailure> {
+        let value = self.query_single("PRAGMA busy_timeout")?;
+        Ok(value
+            .and_then(|zv| zv.long())
+            .map(|ms| Duration::from_millis(u64::try_from(ms).unwrap_or(0))))
     }
 
     /// PHP's `SQLite3` has no autocommit accessor, and `PDO::inTransaction()`

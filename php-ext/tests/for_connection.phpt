@@ -37,6 +37,22 @@ echo $other['ok'] ? "not queued on the database's lock file\n" : "queued on site
 $q->rollback( $sqlite );
 var_dump( file_exists( "$dir/elsewhere/site.db.writer-lock" ) );
 
+echo "-- a queue made for another database than the connection's: refused, nothing written\n";
+make_db( "$dir/site", 'other.db' );
+$q = new WriterLock\Queue( "$dir/site/other.db" );
+foreach ( array( $sqlite, $pdo ) as $db )
+{
+    try
+    {
+        $q->begin( $db, 1 );
+    }
+    catch ( WriterLock\Exception $e )
+    {
+        echo get_class( $e ), ': ', str_replace( $dir, '<dir>', $e->getMessage() ), "\n";
+    }
+    var_dump( $q->holding() );
+}
+
 echo "-- connections without a file\n";
 foreach ( array( new SQLite3( ':memory:' ), new PDO( 'sqlite::memory:' ), new PDO( 'sqlite:' ) ) as $db )
 {
@@ -57,6 +73,11 @@ PDO: queued on site.db.writer-lock
 bool(false)
 -- new Queue('site.db') then chdir(): still the database's lock file
 queued on site.db.writer-lock
+bool(false)
+-- a queue made for another database than the connection's: refused, nothing written
+WriterLock\Exception: this writer queue is for <dir>/site/other.db but the connection's database is <dir>/site/site.db; writers exclude each other only through the queue of the database they write, so nothing was run: make the queue for the connection's own database file, or with WriterLock\Queue::forConnection($db)
+bool(false)
+WriterLock\Exception: this writer queue is for <dir>/site/other.db but the connection's database is <dir>/site/site.db; writers exclude each other only through the queue of the database they write, so nothing was run: make the queue for the connection's own database file, or with WriterLock\Queue::forConnection($db)
 bool(false)
 -- connections without a file
 WriterLock\Exception: WriterLock\Queue::forConnection(): the connection's database is in memory or temporary (it has no file), so no other process can write it and it needs no queue
