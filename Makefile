@@ -10,7 +10,7 @@ export PATH := $(CURDIR)/.tools/bin:$(PATH)
 # everything a second time optimised.
 export WL_PROFILE ?= dev
 
-.PHONY: deps build run test test-all test-rust test-c test-php test-python test-cli \
+.PHONY: deps build run test test-all test-rust test-c test-examples test-php test-python test-cli \
         check-header header install bench lint fmt clean
 
 ## deps: install missing Debian packages (as root) and the project venv.
@@ -29,13 +29,17 @@ run: build
 test: deps
 	@tests/with-postgres.sh $(MAKE) --no-print-directory test-all
 
-test-all: lint check-header test-rust test-c test-cli test-php test-python
+test-all: lint check-header test-rust test-c test-examples test-cli test-php test-python
 
 test-rust:
 	$(CARGO) test -p writerlock
 
 test-c:
 	@bindings/tests/run.sh
+
+## test-examples: every README example, built against the installed package and run.
+test-examples:
+	@examples/run.sh
 
 test-cli:
 	$(CARGO) test -p writerlock-cli
@@ -53,14 +57,15 @@ lint:
 
 ## header: regenerate include/writerlock.h; check-header fails on drift.
 header:
-	cbindgen --config bindings/cbindgen.toml --crate writerlock-c --output include/writerlock.h bindings
+	bindings/header.sh include/writerlock.h
 
 check-header:
 	@bindings/check-header.sh
 
-## install: libraries, header and pkg-config file under PREFIX.
+## install: the command, libraries, header and pkg-config file under PREFIX, stripped
+## (DEBUG_INFO=separate keeps the debug information beside them, DEBUG_INFO=keep unstripped).
 install: build
-	@WL_PROFILE=release bindings/install.sh "$(PREFIX)"
+	@WL_PROFILE=release DEBUG_INFO="$(DEBUG_INFO)" bindings/install.sh "$(PREFIX)"
 
 ## bench: measured figures, side by side (QUICK=1 for a short run).
 bench: build

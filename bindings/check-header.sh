@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fails when include/writerlock.h is not what cbindgen generates from bindings/ now.
-# Regenerates into a temporary file and diffs it against the committed header.
+# Regenerates into a temporary file (bindings/header.sh, as `make header` does) and diffs it against the committed header.
 # Fix a drift with: make header
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -22,8 +22,7 @@ fi
 
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-if ! cbindgen --quiet --config bindings/cbindgen.toml --crate writerlock-c \
-    --output "$tmp/writerlock.h" bindings 2>"$tmp/cbindgen.log"; then
+if ! bindings/header.sh "$tmp/writerlock.h" 2>"$tmp/cbindgen.log"; then
     cat "$tmp/cbindgen.log" >&2
     echo "check-header: FAILED: cbindgen could not generate the header (see above)" >&2
     exit 1

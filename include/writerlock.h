@@ -104,6 +104,23 @@
 #define WL_PG_REQUIRED 1
 
 /**
+ * The major version of the header: releases with the same major version
+ * keep the ABI (the soname is `libwriterlock.so.<major>`). Compare it with
+ * `wl_version()` to see which library a program runs with.
+ */
+#define WL_VERSION_MAJOR 0
+
+/**
+ * The minor version of the header (new functions and codes only).
+ */
+#define WL_VERSION_MINOR 1
+
+/**
+ * The patch version of the header (fixes only).
+ */
+#define WL_VERSION_PATCH 0
+
+/**
  * The outcome of a `wl_` function. The numeric values are part of the ABI:
  * they are never renumbered, and new codes are only added.
  */
@@ -201,7 +218,7 @@ typedef enum wl_result {
     /**
      * Any other failure of the Postgres driver.
      */
-    WL_PG_DRIVER = 108,
+    WL_PG_DRIVER = 108
 } wl_result;
 
 /**
@@ -221,7 +238,7 @@ typedef enum wl_busy_kind {
      * A single write statement waited for its turn (`wl_queue_exec`, or
      * `wl_queue_take` with this kind).
      */
-    WL_BUSY_STATEMENT = 2,
+    WL_BUSY_STATEMENT = 2
 } wl_busy_kind;
 
 #if !defined(SQLITE3_H)
@@ -269,7 +286,7 @@ typedef struct wl_pg_rows wl_pg_rows;
 
 /**
  * The settings of a Postgres writer session: time limits, writer version
- * and floor, keepalives. Starts at the seed's defaults (`lock_timeout`
+ * and floor, keepalives. Starts at the ledger spec's defaults (`lock_timeout`
  * 10 s asked 3 times, idle in transaction 15 s, statement 60 s, version 1,
  * required floor 1, client keepalives 30 s / 10 s / 3).
  *
@@ -361,17 +378,19 @@ typedef uint32_t wl_strategy;
 #define WL_STRATEGY_HANDOFF 0
 
 /**
- * The seed's protocol alone: polls of 1 to 15 ms and a fixed 30 ms yield.
+ * Exponential's driver's protocol alone (the `eZSQLite3DB` queue): polls of
+ * 1 to 15 ms and a fixed 30 ms yield; no hand-off page.
  */
 #define WL_STRATEGY_POLL 1
 
 #ifdef __cplusplus
 extern "C" {
-#endif // __cplusplus
+#endif  /* __cplusplus */
 
 /**
- * The library's version, such as `"0.1.0"` (a static string, never
- * freed).
+ * The version of the library running, such as `"0.1.0"` (a static string,
+ * never freed). `WL_VERSION_MAJOR`, `WL_VERSION_MINOR` and
+ * `WL_VERSION_PATCH` give the header's version at compile time.
  */
 const char *wl_version(void);
 
@@ -482,7 +501,7 @@ int64_t wl_error_refused_floor(const struct wl_error *err);
 const char *wl_result_name(uint32_t code);
 
 /**
- * Creates settings at the seed's defaults. On success `*out` is owned by
+ * Creates settings at the ledger spec's defaults. On success `*out` is owned by
  * the caller and freed with `wl_pg_settings_free`.
  */
 enum wl_result wl_pg_settings_new(struct wl_pg_settings **out);
@@ -818,8 +837,9 @@ size_t wl_pg_pool_idle_count(const struct wl_pg_pool *pool);
 
 /**
  * Creates a queue for the SQLite database at `path` (UTF-8; `:memory:` and
- * `""` need no queue and are granted their turn at once). Opens nothing
- * yet: the lock files `<path>.writer-lock` and `<path>.writer-queue` open
+ * `""` need no queue and are granted their turn at once). `path` is
+ * copied: the caller may free or reuse it as soon as the call returns.
+ * Opens nothing yet: the lock files `<path>.writer-lock` and `<path>.writer-queue` open
  * at the first turn, so a missing directory is reported then (`WL_IO`).
  *
  * On success `*out` is a new queue the caller owns and frees with
@@ -990,7 +1010,7 @@ const char *wl_strings_get(const struct wl_strings *strings, size_t index);
 void wl_strings_free(struct wl_strings *strings);
 
 #ifdef __cplusplus
-}  // extern "C"
-#endif  // __cplusplus
+}  /* extern "C" */
+#endif  /* __cplusplus */
 
 #endif  /* WRITERLOCK_H */

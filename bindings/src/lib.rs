@@ -69,8 +69,20 @@ pub const WL_PG_VERSION: u32 = 1;
 /// The writer floor this library stores by default (1).
 pub const WL_PG_REQUIRED: u32 = 1;
 
-/// The library's version, such as `"0.1.0"` (a static string, never
-/// freed).
+/// The major version of the header: releases with the same major version
+/// keep the ABI (the soname is `libwriterlock.so.<major>`). Compare it with
+/// `wl_version()` to see which library a program runs with.
+pub const WL_VERSION_MAJOR: u32 = 0;
+
+/// The minor version of the header (new functions and codes only).
+pub const WL_VERSION_MINOR: u32 = 1;
+
+/// The patch version of the header (fixes only).
+pub const WL_VERSION_PATCH: u32 = 0;
+
+/// The version of the library running, such as `"0.1.0"` (a static string,
+/// never freed). `WL_VERSION_MAJOR`, `WL_VERSION_MINOR` and
+/// `WL_VERSION_PATCH` give the header's version at compile time.
 #[no_mangle]
 pub extern "C" fn wl_version() -> *const c_char {
     ffi::value("wl_version", std::ptr::null(), || {
@@ -126,5 +138,11 @@ mod tests {
     fn version_matches_the_package() {
         let v = unsafe { std::ffi::CStr::from_ptr(wl_version()) };
         assert_eq!(v.to_str().ok(), Some(env!("CARGO_PKG_VERSION")));
+        let macros = format!("{WL_VERSION_MAJOR}.{WL_VERSION_MINOR}.{WL_VERSION_PATCH}");
+        assert_eq!(
+            macros,
+            env!("CARGO_PKG_VERSION"),
+            "WL_VERSION_MAJOR/MINOR/PATCH in bindings/src/lib.rs must follow the workspace version"
+        );
     }
 }

@@ -23,7 +23,7 @@ use crate::rows::wl_pg_rows;
 use crate::strings::wl_strings;
 
 /// The settings of a Postgres writer session: time limits, writer version
-/// and floor, keepalives. Starts at the seed's defaults (`lock_timeout`
+/// and floor, keepalives. Starts at the ledger spec's defaults (`lock_timeout`
 /// 10 s asked 3 times, idle in transaction 15 s, statement 60 s, version 1,
 /// required floor 1, client keepalives 30 s / 10 s / 3).
 ///
@@ -126,7 +126,7 @@ fn set_count(
     Ok(())
 }
 
-/// Creates settings at the seed's defaults. On success `*out` is owned by
+/// Creates settings at the ledger spec's defaults. On success `*out` is owned by
 /// the caller and freed with `wl_pg_settings_free`.
 #[no_mangle]
 pub extern "C" fn wl_pg_settings_new(out: *mut *mut wl_pg_settings) -> wl_result {

@@ -34,7 +34,8 @@ pub type wl_strategy = u32;
 /// a futex and the releaser wakes the oldest one (the default).
 pub const WL_STRATEGY_HANDOFF: wl_strategy = 0;
 
-/// The seed's protocol alone: polls of 1 to 15 ms and a fixed 30 ms yield.
+/// Exponential's driver's protocol alone (the `eZSQLite3DB` queue): polls of
+/// 1 to 15 ms and a fixed 30 ms yield; no hand-off page.
 pub const WL_STRATEGY_POLL: wl_strategy = 1;
 
 /// A process's handle on one database's write queue.
@@ -92,8 +93,9 @@ fn new_queue(
 }
 
 /// Creates a queue for the SQLite database at `path` (UTF-8; `:memory:` and
-/// `""` need no queue and are granted their turn at once). Opens nothing
-/// yet: the lock files `<path>.writer-lock` and `<path>.writer-queue` open
+/// `""` need no queue and are granted their turn at once). `path` is
+/// copied: the caller may free or reuse it as soon as the call returns.
+/// Opens nothing yet: the lock files `<path>.writer-lock` and `<path>.writer-queue` open
 /// at the first turn, so a missing directory is reported then (`WL_IO`).
 ///
 /// On success `*out` is a new queue the caller owns and frees with

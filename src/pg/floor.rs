@@ -9,8 +9,7 @@
 //! stores the floor with `INSERT ... ON CONFLICT ... GREATEST(...)`: code can raise the
 //! floor, never lower it.
 
-use std::collections::HashSet;
-use std::sync::{LazyLock, Mutex};
+use std::sync::Mutex;
 
 use super::connection::{Connection, Tx};
 use super::error::Error;
@@ -102,10 +101,13 @@ $writerlock$;
 pub const STORE_FLOOR_SQL: &str = "INSERT INTO writer_floor (name, version) VALUES ('ledger', $1) \
      ON CONFLICT (name) DO UPDATE SET version = GREATEST(writer_floor.version, EXCLUDED.version)";
 
-/// Addresses set up by this process.
-static SET_UP: LazyLock<Mutex<HashSet<String>>> = LazyLock::new(|| Mutex::new(HashSet::new()));
+/// Addresses set up by this process. A `Vec` (a handful of addresses at
+/// most) rather than a hash set, whose table pointer points inside its
+/// allocation: valgrind would report what it holds at exit as "possibly
+/// lost" in every C program that used Postgres.
+static SET_UP: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
-fn set_up() -> std::sync::MutexGuard<'static, HashSet<String>> {
+fn set_up() -> std::sync::MutexGuard<'static, Vec<String>> {
     SET_UP
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -128,7 +130,8 @@ pub fn mark_set_up(address: &str) {
 /// Runs [`setup_schema`] without host DDL unless this process already set up the
 /// connection's address.
 pub fn ensure_schema(conn: &mut Connection) -> Result<(), Error> {
-    if set_up().contains(&conn.address().to_string()) {
+    let address = conn.address().to_string();
+    if set_up().contains(&address) {
         return Ok(());
     }
     setup_schema(conn, None)
@@ -152,7 +155,11 @@ pub fn setup_schema(conn: &mut Connection, extra_sql: Option<&str>) -> Result<()
     match result {
         Ok(()) => {
             conn.commit()?;
-            set_up().insert(conn.address().to_string());
+            let address = conn.address().to_string();
+            let mut set_up = set_up();
+            if !set_up.contains(&address) {
+                set_up.push(address);
+            }
             Ok(())
         }
         Err(err) => {

@@ -1,0 +1,212 @@
+#!/usr/bin/env bash
+# Builds and runs every example under examples/ the way a user meets it, so that an example
+# can neither drift from the README nor report success while writing nothing:
+#   1. every ```c and ```rust block of README.md is, byte for byte, a file under examples/
+#      (examples/c/*.c, examples/*.rs);
+#   2. installs the library and the command with bindings/install.sh into a temporary PREFIX
+#      and builds each C example against the INSTALLED writerlock.pc, exactly as the install
+#      hint says (`pkg-config --cflags --libs writerlock sqlite3` and -Wl,-rpath), as C89 (gnu89),
+#      C99 and C++, all with -pedantic -Werror;
+#   3. runs each C example under valgrind with its default leak kinds (definite and possible)
+#      and checks in the database that it wrote what it says; runs the Rust example the same
+#      way (cargo's examples of the writerlock crate) and the installed `writerlock` command;
+#   4. installs again with DEBUG_INFO=separate and checks the split debug information.
+#
+# usage: examples/run.sh        (`make test` runs it; WL_PROFILE picks the cargo profile)
+# Prints one line per check and a closing `N passed, N failed` line; exits non-zero on failure.
+set -uo pipefail
+
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/.." && pwd)"
+cd "$root"
+
+passed=0
+failed=0
+pass() {
+    echo "test $1 ... ok"
+    passed=$((passed + 1))
+}
+fail() {
+    echo "test $1 ... FAILED"
+    shift
+    for line in "$@"; do echo "    $line"; done
+    failed=$((failed + 1))
+}
+die() {
+    echo "examples/run.sh: $*" >&2
+    echo
+    echo "$passed passed, $((failed + 1)) failed"
+    exit 1
+}
+
+cc="${CC:-cc}"
+cxx="${CXX:-g++}"
+for tool in "$cc" "$cxx" pkg-config valgrind sqlite3 python3 readelf; do
+    command -v "$tool" >/dev/null 2>&1 || die "$tool is missing; install what the tests need with: make deps"
+done
+
+# --- 1. the README's C and Rust blocks are the example files ---------------------------------
+if out="$(python3 - "$root/README.md" "$here" <<'PY'
+import pathlib, re, sys
+readme, examples = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+files = {"c": sorted(examples.glob("c/*.c")), "rust": sorted(examples.glob("*.rs"))}
+texts = {lang: {p: p.read_text() for p in paths} for lang, paths in files.items()}
+blocks = re.findall(r"^```(c|rust)\n(.*?)^```$", readme.read_text(), re.M | re.S)
+problems, shown = [], set()
+for lang, body in blocks:
+    match = [p for p, t in texts[lang].items() if t == body]
+    if not match:
+        first = body.strip().splitlines()[0] if body.strip() else "(empty)"
+        problems.append(f"a ```{lang} block of README.md (starting {first!r}) is no file under "
+                        f"examples/: copy the file into the README verbatim")
+    shown.update(match)
+for lang, paths in files.items():
+    for p in paths:
+        if p not in shown:
+            problems.append(f"{p.relative_to(examples.parent)} is not shown in README.md")
+if not blocks:
+    problems.append("README.md has no ```c or ```rust block")
+print("\n".join(problems) or f"{len(blocks)} blocks")
+sys.exit(1 if problems else 0)
+PY
+)"; then
+    pass readme_blocks_are_example_files
+    echo "    $out"
+else
+    mapfile -t lines <<<"$out"
+    fail readme_blocks_are_example_files "${lines[@]}"
+fi
+
+# --- 2. build, install into a temporary PREFIX ---------------------------------------------
+profile="${WL_PROFILE:-release}"
+if [[ "$profile" == dev ]]; then profile_dir=debug; else profile_dir="$profile"; fi
+target="${CARGO_TARGET_DIR:-$root/target}/$profile_dir"
+echo "examples/run.sh: cargo build --profile $profile -p writerlock-c -p writerlock-cli, and the Rust examples"
+cargo build --quiet --profile "$profile" -p writerlock-c -p writerlock-cli || die "the $profile build failed"
+cargo build --quiet --profile "$profile" -p writerlock --examples || die "the Rust examples did not build"
+
+tmp="$(mktemp -d /tmp/wl-examples.XXXXXX)"
+trap 'rm -rf "$tmp"' EXIT
+prefix="$tmp/prefix"
+if ! WL_PROFILE="$profile" bindings/install.sh "$prefix" >"$tmp/install.log" 2>&1; then
+    cat "$tmp/install.log"
+    die "bindings/install.sh failed"
+fi
+export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
+# The hint install printed, as a user copies it.
+grep -qF "pkg-config --cflags --libs writerlock sqlite3) -Wl,-rpath,$prefix/lib" "$tmp/install.log" ||
+    fail install_hint "install's hint lacks the pkg-config line with sqlite3 and -Wl,-rpath:" \
+        "$(cat "$tmp/install.log")"
+flags=($(pkg-config --cflags --libs writerlock sqlite3))
+
+# row_count DB TABLE: the number of rows, or a message.
+row_count() {
+    sqlite3 "$1" "SELECT count(*) FROM $2" 2>&1
+}
+
+# run_checked NAME DIR EXPECTED-ROWS TABLE COMMAND...: runs COMMAND twice in DIR on db.sqlite
+# (under valgrind when it is a C program) and checks the table's rows after each run.
+run_checked() {
+    local name="$1" dir="$2" per_run="$3" table="$4"
+    shift 4
+    local run problems=() rows
+    for run in 1 2; do
+        if ! (cd "$dir" && "$@" db.sqlite) >"$dir/run$run.out" 2>&1; then
+            problems+=("run $run exited non-zero:" "$(tail -30 "$dir/run$run.out")")
+            break
+        fi
+        rows="$(row_count "$dir/db.sqlite" "$table")"
+        if [[ "$rows" != "$((per_run * run))" ]]; then
+            problems+=("after run $run, $table has '$rows' rows, expected $((per_run * run)): the example did not write what it reports")
+            break
+        fi
+    done
+    if ((${#problems[@]})); then fail "$name" "${problems[@]}"; else
+        pass "$name"
+        echo "    $(head -1 "$dir/run1.out")"
+    fi
+}
+
+# --- 2 and 3. each C example, built against the installed package, run under valgrind -------
+for source in "$here"/c/*.c; do
+    name="$(basename "$source" .c)"
+    dir="$tmp/c-$name"
+    mkdir -p "$dir"
+    problems=()
+    for std in "$cc -std=gnu89" "$cc -std=c99" "$cxx -x c++ -std=c++11"; do
+        # shellcheck disable=SC2086
+        if ! $std -pedantic -Wall -Wextra -Werror "$source" -o "$dir/$name" "${flags[@]}" \
+            -Wl,-rpath,"$prefix/lib" 2>"$dir/build.log"; then
+            problems+=("$std: $(head -5 "$dir/build.log" | tr '\n' ' ')")
+        fi
+    done
+    if ((${#problems[@]})); then
+        fail "c_${name}_builds" "${problems[@]}"
+        continue
+    fi
+    pass "c_${name}_builds"
+    resolved="$(ldd "$dir/$name" | awk '$1 ~ /^libwriterlock\.so/ { print $3 }')"
+    [[ "$resolved" == "$prefix/lib/"* ]] ||
+        fail "c_${name}_finds_the_installed_library" "it loads '${resolved:-nothing}', not $prefix/lib (-Wl,-rpath)"
+    case "$name" in
+    queue) rows=1 table=t ;;
+    *)
+        fail "c_$name" "examples/run.sh does not know what examples/c/$name.c writes: add it to the case"
+        continue
+        ;;
+    esac
+    run_checked "c_${name}_runs_clean_under_valgrind" "$dir" "$rows" "$table" \
+        valgrind -q --error-exitcode=99 --leak-check=full "$dir/$name"
+done
+
+# --- the Rust examples ------------------------------------------------------------------------
+for source in "$here"/*.rs; do
+    name="$(basename "$source" .rs)"
+    dir="$tmp/rust-$name"
+    mkdir -p "$dir"
+    case "$name" in
+    queue) rows=1 table=ezurl ;;
+    *)
+        fail "rust_$name" "examples/run.sh does not know what examples/$name.rs writes: add it to the case"
+        continue
+        ;;
+    esac
+    run_checked "rust_${name}_runs" "$dir" "$rows" "$table" "$target/examples/$name"
+done
+
+# --- the installed command ------------------------------------------------------------------
+cmd="$prefix/bin/writerlock"
+if [[ ! -x "$cmd" ]]; then
+    fail installed_command "$cmd is not installed"
+elif ! out="$("$cmd" status "$tmp/c-queue/db.sqlite" 2>&1)"; then
+    fail installed_command "$cmd status exited non-zero: $out"
+elif [[ "$("$cmd" --version)" != "writerlock $(pkg-config --modversion writerlock)" ]]; then
+    fail installed_command "$cmd --version says '$("$cmd" --version)', the library $(pkg-config --modversion writerlock)"
+else
+    pass installed_command
+fi
+
+# --- 4. DEBUG_INFO=separate -------------------------------------------------------------------
+sep="$tmp/separate"
+problems=()
+if ! DEBUG_INFO=separate WL_PROFILE="$profile" bindings/install.sh "$sep" >"$tmp/separate.log" 2>&1; then
+    problems+=("install with DEBUG_INFO=separate failed:" "$(tail -5 "$tmp/separate.log")")
+else
+    for f in "$sep/lib/libwriterlock.so.$(pkg-config --modversion writerlock)" "$sep/bin/writerlock"; do
+        debug="$(dirname "$f")/.debug/$(basename "$f").debug"
+        readelf -S "$f" | grep -q '\.debug_info' && problems+=("$f still carries debug information")
+        [[ -f "$debug" ]] && readelf -S "$debug" 2>/dev/null | grep -q '\.debug_info' ||
+            problems+=("$debug is missing or has no debug information")
+        link="$(readelf --string-dump=.gnu_debuglink "$f" 2>/dev/null | awk '/\[/ { print $3; exit }')"
+        [[ "$link" == "$(basename "$debug")" ]] || problems+=("$f links '${link:-nothing}', not $(basename "$debug")")
+    done
+fi
+if ((${#problems[@]})); then fail debug_info_separate "${problems[@]}"; else
+    pass debug_info_separate
+    echo "    stripped $(du -h "$prefix/lib/libwriterlock.so.$(pkg-config --modversion writerlock)" | cut -f1) libwriterlock.so," \
+        "$(du -h "$prefix/lib/libwriterlock.a" | cut -f1) libwriterlock.a ($profile profile)"
+fi
+
+echo
+echo "$passed passed, $failed failed"
+((failed == 0))
