@@ -118,20 +118,22 @@ fn set_up() -> std::sync::MutexGuard<'static, Vec<String>> {
 ///
 /// [`Address`]: super::Address
 pub fn is_set_up(address: &str) -> bool {
-    set_up().contains(address)
+    set_up().iter().any(|a| a == address)
 }
 
 /// Records that this process set up the schema at `address`, for a host that ran the setup
 /// through [`Protocol::setup`](super::protocol::Protocol::setup) on a connection of its own.
 pub fn mark_set_up(address: &str) {
-    set_up().insert(address.to_string());
+    let mut set_up = set_up();
+    if !set_up.iter().any(|a| a == address) {
+        set_up.push(address.to_string());
+    }
 }
 
 /// Runs [`setup_schema`] without host DDL unless this process already set up the
 /// connection's address.
 pub fn ensure_schema(conn: &mut Connection) -> Result<(), Error> {
-    let address = conn.address().to_string();
-    if set_up().contains(&address) {
+    if is_set_up(&conn.address().to_string()) {
         return Ok(());
     }
     setup_schema(conn, None)
@@ -155,11 +157,7 @@ pub fn setup_schema(conn: &mut Connection, extra_sql: Option<&str>) -> Result<()
     match result {
         Ok(()) => {
             conn.commit()?;
-            let address = conn.address().to_string();
-            let mut set_up = set_up();
-            if !set_up.contains(&address) {
-                set_up.push(address);
-            }
+            mark_set_up(&conn.address().to_string());
             Ok(())
         }
         Err(err) => {
