@@ -1,0 +1,80 @@
+<?php
+// php-ext/install.sh, the documented install command, into a PHP extension
+// directory that is not PHP's default, with CARGO_TARGET_DIR pointing
+// somewhere else than target/: a dry run changes nothing, the install writes
+// the absolute path into the ini file, the installed library is stripped and
+// loads (the printed next step runs without "already loaded"), and --remove
+// takes it away again. The build profile is the tests' (WL_PROFILE).
+require __DIR__ . '/lib.php';
+
+$root = getenv( 'WL_ROOT' );
+$dir = tmpdir( 'wl-install' );
+// Another path for the same build directory: honoured or not, it shows.
+symlink( dirname( dirname( ext_path() ) ), "$dir/elsewhere-target" );
+$env = array( 'CARGO_TARGET_DIR' => "$dir/elsewhere-target", 'PROFILE' => getenv( 'WL_PROFILE' ) ?: 'release',
+              'EXT_DIR' => "$dir/php/extensions", 'INI_DIR' => "$dir/php/conf.d" );
+
+function install( array $args, array $env )
+{
+    $child = new Child( array_merge( array( getenv( 'WL_ROOT' ) . '/php-ext/install.sh' ), $args ), sys_get_temp_dir(), $env + getenv() );
+    $code = $child->wait();
+    check_same( 0, $code, 'install.sh ' . implode( ' ', $args ) . " exited with $code: {$child->out} {$child->err}" );
+    return $child->out;
+}
+
+function tree( $dir )
+{
+    exec( 'find ' . escapeshellarg( $dir ) . ' -print | sort', $out );
+    return $out;
+}
+
+t( 'a dry run names every step and changes nothing', function () use ( $dir, $env ) {
+    $before = tree( $dir );
+    $out = install( array( '--dry-run' ), $env );
+    check_same( $before, tree( $dir ), 'files after the dry run' );
+    foreach ( array( 'would run: env -C', 'cargo build --profile', "would run: install -m 0644 $dir/elsewhere-target/", "$dir/php/extensions/writerlock.so",
+                     'would run: strip', "would write $dir/php/conf.d/writerlock.ini: extension=$dir/php/extensions/writerlock.so" ) as $step )
+    {
+        check( strpos( $out, $step ) !== false, "the dry run does not say: $step\n$out" );
+    }
+} );
+
+t( 'installs a stripped build from CARGO_TARGET_DIR into a non-default extension directory, by absolute path', function () use ( $dir, $env ) {
+    $out = install( array(), $env );
+    $so = "$dir/php/extensions/writerlock.so";
+    check( is_file( $so ), "no $so:\n$out" );
+    check_same( "extension=$so", trim( preg_replace( '/^;.*$/m', '', file_get_contents( "$dir/php/conf.d/writerlock.ini" ) ) ), 'the ini file' );
+    exec( 'readelf -S ' . escapeshellarg( $so ), $sections, $rc );
+    check_same( 0, $rc, 'readelf -S' );
+    check( !preg_grep( '/\.debug_/', $sections ), 'the installed library still has debug sections' );
+    check( filesize( $so ) * 4 < filesize( ext_path() ), sprintf( 'installed %d bytes, built %d: not stripped', filesize( $so ), filesize( ext_path() ) ) );
+    printf( "# installed %.1f MB (the build with debug info: %.1f MB)\n", filesize( $so ) / 1e6, filesize( ext_path() ) / 1e6 );
+} );
+
+t( 'the next step the install prints loads the extension once, without "already loaded"', function () use ( $dir, $env ) {
+    $out = install( array(), $env );
+    check( preg_match( '/check it with: (PHP_INI_SCAN_DIR=(\S+) )?php --ri writerlock$/m', $out, $m ) === 1, "no next step printed:\n$out" );
+    $child = new Child( array( PHP_BINARY, '--ri', 'writerlock' ), null, array( 'PHP_INI_SCAN_DIR' => $m[2] ) + getenv() );
+    $child->wait();
+    check( strpos( $child->out, 'writerlock => enabled' ) !== false, "php --ri writerlock: {$child->out} {$child->err}" );
+    check( stripos( $child->out . $child->err, 'already loaded' ) === false, "php --ri writerlock: {$child->out} {$child->err}" );
+    $child = new Child( array( PHP_BINARY, '-r', '$q = new WriterLock\Queue(":memory:"); $db = new PDO("sqlite::memory:"); $q->begin($db); var_dump($q->commit($db));' ),
+                        null, array( 'PHP_INI_SCAN_DIR' => $m[2] ) + getenv() );
+    $child->wait();
+    check_same( "bool(true)\n", $child->out . $child->err, 'a queued transaction with the installed extension' );
+} );
+
+t( '--remove takes it away (and --remove --dry-run does not)', function () use ( $dir, $env ) {
+    $before = tree( $dir );
+    $out = install( array( '--remove', '--dry-run' ), $env );
+    check_same( $before, tree( $dir ), 'files after the dry run' );
+    check( strpos( $out, "would run: rm -f $dir/php/extensions/writerlock.so" ) !== false, "dry run of --remove:\n$out" );
+    install( array( '--remove' ), $env );
+    check( !file_exists( "$dir/php/extensions/writerlock.so" ) && !file_exists( "$dir/php/conf.d/writerlock.ini" ), 'files left: ' . implode( ' ', tree( "$dir/php" ) ) );
+} );
+
+t( 'a bad option is refused with what to do', function () use ( $env ) {
+    $child = new Child( array( getenv( 'WL_ROOT' ) . '/php-ext/install.sh', '--frobnicate' ), null, $env + getenv() );
+    check_same( 2, $child->wait(), 'exit status' );
+    check_same( "install.sh: unknown option --frobnicate (see --help)\n", $child->err, 'stderr' );
+} );
