@@ -49,6 +49,15 @@ pub enum CliError {
         path: PathBuf,
     },
 
+    /// The path given to `status` is not a SQLite database.
+    #[error("{} is not a SQLite database: {reason}", .path.display())]
+    NotSqlite {
+        /// The path given.
+        path: PathBuf,
+        /// What it is instead.
+        reason: String,
+    },
+
     /// A SQLite call failed.
     #[error("SQLite failed on {}: {source}", .path.display())]
     Sqlite {

@@ -10,6 +10,7 @@
 //! Errors are one line on stderr and a non-zero exit; passwords in database addresses never
 //! appear in output.
 
+mod check;
 mod demo;
 mod duration;
 mod error;
@@ -55,6 +56,9 @@ enum Command {
     /// Show who holds a SQLite database's writer lock, and how many writers wait.
     #[command(long_about = status::STATUS_HELP)]
     Status(status::StatusArgs),
+    /// Work through the SQLite write queue's checklist for an Exponential site.
+    #[command(long_about = check::CHECK_HELP)]
+    Check(check::CheckArgs),
     /// Check a shared Postgres ledger database (address from --url or WRITERLOCK_DATABASE_URL).
     #[command(long_about = pg::PG_HELP)]
     Pg(pg::PgArgs),
@@ -64,6 +68,28 @@ enum Command {
     /// Take a database's writer turn and hold it (for trying `status` and for tests).
     #[command(hide = true)]
     Hold(worker::HoldArgs),
+}
+
+impl Command {
+    /// Whether the command was asked for JSON output (`--json`).
+    fn json(&self) -> bool {
+        match self {
+            Command::Demo(args) => args.json,
+            Command::Status(args) => args.json,
+            Command::Check(args) => args.json,
+            Command::Pg(args) => args.json,
+            Command::DemoWorker(_) | Command::Hold(_) => false,
+        }
+    }
+}
+
+/// Reports a failure: one line on stderr, and with `--json` also a JSON error object with
+/// the same text on stdout, so a script reading stdout gets a document either way.
+fn report_error(message: &str, exit_status: u8, json: bool) {
+    eprintln!("writerlock: {message}");
+    if json {
+        let _ = output::print_json(&output::JsonError::new(message, exit_status));
+    }
 }
 
 /// Parses the command line. Help and version print as usual; a usage error is one line on
@@ -87,10 +113,12 @@ fn parse() -> Result<Cli, ExitCode> {
             let text = err.to_string();
             let first = text.split("\n\n").next().unwrap_or("invalid arguments");
             let first = first.strip_prefix("error: ").unwrap_or(first);
-            eprintln!(
-                "writerlock: {}; see writerlock --help",
+            let message = format!(
+                "{}; see writerlock --help",
                 output::one_line(first).trim_end_matches('.')
             );
+            let json = std::env::args_os().any(|a| a == "--json");
+            report_error(&message, 2, json);
             Err(ExitCode::from(2))
         }
     }
@@ -101,9 +129,11 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(code) => return code,
     };
+    let json = cli.command.json();
     let result: Result<ExitCode, CliError> = match cli.command {
         Command::Demo(args) => demo::run(&args),
         Command::Status(args) => status::run(&args),
+        Command::Check(args) => check::run(&args),
         Command::Pg(args) => pg::run(&args),
         Command::DemoWorker(args) => worker::run_worker(&args),
         Command::Hold(args) => worker::run_hold(&args),
@@ -111,7 +141,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("writerlock: {}", output::one_line(&err.to_string()));
+            report_error(&output::one_line(&err.to_string()), err.exit_code(), json);
             ExitCode::from(err.exit_code())
         }
     }

@@ -76,6 +76,31 @@ impl Table {
     }
 }
 
+/// The JSON document a command asked for `--json` prints on stdout when it fails:
+/// `{"error": {"message": "...", "exit_status": 1}}`, the message the same as on stderr.
+#[derive(Debug, Serialize)]
+pub struct JsonError {
+    error: JsonErrorBody,
+}
+
+#[derive(Debug, Serialize)]
+struct JsonErrorBody {
+    message: String,
+    exit_status: u8,
+}
+
+impl JsonError {
+    /// The error object for `message` and the exit status the command ends with.
+    pub fn new(message: &str, exit_status: u8) -> JsonError {
+        JsonError {
+            error: JsonErrorBody {
+                message: message.to_string(),
+                exit_status,
+            },
+        }
+    }
+}
+
 /// Prints `value` as one pretty JSON document on stdout.
 pub fn print_json(value: &impl Serialize) -> Result<(), CliError> {
     let text = serde_json::to_string_pretty(value)?;

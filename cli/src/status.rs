@@ -167,6 +167,7 @@ fn inspect(db: &Path) -> Result<Status, CliError> {
             path: db.to_path_buf(),
         });
     }
+    check_database_file(db)?;
     let lock_locks = if lock_exists {
         read_locks(&lock_path)?
     } else {
@@ -211,6 +212,58 @@ fn inspect(db: &Path) -> Result<Status, CliError> {
         outside_queue,
         filesystem: filesystem(db),
     })
+}
+
+/// The first 16 bytes of every SQLite 3 database file.
+const SQLITE_HEADER: &[u8; 16] = b"SQLite format 3\0";
+
+/// Refuses a path that is not a SQLite database: a directory, a special file, or a file
+/// whose first bytes are not SQLite's header. An empty file is a database nobody has written
+/// yet (SQLite creates them so), and a missing one is allowed when its lock file exists.
+fn check_database_file(db: &Path) -> Result<(), CliError> {
+    let not_sqlite = |reason: String| CliError::NotSqlite {
+        path: db.to_path_buf(),
+        reason,
+    };
+    let meta = match fs::metadata(db) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(source) => {
+            return Err(CliError::Io {
+                what: "could not read",
+                path: db.to_path_buf(),
+                source,
+            })
+        }
+    };
+    if meta.is_dir() {
+        return Err(not_sqlite(
+            "it is a directory; give the database file inside it".to_string(),
+        ));
+    }
+    if !meta.is_file() {
+        return Err(not_sqlite("it is not a regular file".to_string()));
+    }
+    if meta.len() == 0 {
+        return Ok(());
+    }
+    let mut first = [0u8; 16];
+    let read = fs::File::open(db).and_then(|f| {
+        use std::io::Read;
+        f.take(16).read(&mut first)
+    });
+    match read {
+        Ok(16) if &first == SQLITE_HEADER => Ok(()),
+        Ok(_) => Err(not_sqlite(
+            "its first bytes are not SQLite's header (\"SQLite format 3\"); check the path"
+                .to_string(),
+        )),
+        Err(source) => Err(CliError::Io {
+            what: "could not read",
+            path: db.to_path_buf(),
+            source,
+        }),
+    }
 }
 
 fn read_locks(path: &Path) -> Result<Vec<FileLock>, CliError> {
@@ -360,7 +413,7 @@ fn page_hold(queue_path: &Path, holder: u32) -> PageHold {
 }
 
 /// Classifies the file system the database (or its directory) is on.
-fn filesystem(db: &Path) -> FileSystemStatus {
+pub fn filesystem(db: &Path) -> FileSystemStatus {
     let target = if db.exists() {
         db.to_path_buf()
     } else {

@@ -261,3 +261,53 @@ fn a_lock_passed_to_a_child_names_the_process_that_still_has_it() {
         status_json(&db)["holder"].is_null().then_some(())
     });
 }
+
+#[test]
+fn a_directory_or_a_file_that_is_not_sqlite_exits_non_zero() {
+    let dir = TempDir::new("status-not-sqlite");
+    let text = dir.file("notes.txt");
+    std::fs::write(&text, "these are notes, not a database\n").expect("write");
+    let out = run(&["status", dir.path().to_str().expect("utf-8")]);
+    let line = assert_one_line_error(&out);
+    assert!(
+        line.contains("is not a SQLite database: it is a directory"),
+        "{line}"
+    );
+    let out = run(&["status", &text]);
+    let line = assert_one_line_error(&out);
+    assert!(
+        line.contains("first bytes are not SQLite's header"),
+        "{line}"
+    );
+    // An empty file is a database nobody wrote yet: still a status.
+    let empty = dir.file("empty.db");
+    std::fs::write(&empty, "").expect("write");
+    run_ok(&["status", &empty]);
+}
+
+#[test]
+fn json_errors_are_a_json_object_with_the_same_text() {
+    let dir = TempDir::new("status-json-error");
+    for args in [
+        vec!["status", dir.path().to_str().expect("utf-8"), "--json"],
+        vec!["status", "--json", "--no-such-flag"],
+    ] {
+        let out = run(&args);
+        let line = assert_one_line_error(&out);
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{args:?}: no JSON on stdout ({e})"));
+        assert_eq!(
+            format!(
+                "writerlock: {}",
+                doc["error"]["message"].as_str().expect("message")
+            ),
+            line,
+            "{args:?}"
+        );
+        assert_eq!(
+            doc["error"]["exit_status"].as_i64(),
+            out.status.code().map(i64::from),
+            "{args:?}"
+        );
+    }
+}

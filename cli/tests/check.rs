@@ -1,0 +1,264 @@
+//! `writerlock check --site DIR`: the SQLite queue's checklist against fixture site trees
+//! written here (settings, overrides, a PHP-FPM pool, logs and a real SQLite database), one
+//! where every item passes and one where every item it can fail fails.
+
+mod common;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use common::*;
+
+fn write(path: &Path, text: &str) {
+    fs::create_dir_all(path.parent().expect("a parent")).expect("create the directory");
+    fs::write(path, text).expect("write the fixture file");
+}
+
+/// An `.append.php` override as Exponential writes them.
+fn append_php(body: &str) -> String {
+    format!("<?php /* #?ini charset=\"utf-8\"?\n\n{body}\n*/ ?>\n")
+}
+
+/// A site tree: site.ini, a global override, a siteaccess override, a Velocity setting, a
+/// PHP-FPM pool outside the site, both logs and a WAL database named by the settings.
+struct Site {
+    _dir: TempDir,
+    root: PathBuf,
+    pool: PathBuf,
+}
+
+fn site(override_wait: &str, fpm_timeout: &str, error_log: &str, cron_log: &str) -> Site {
+    let dir = TempDir::new("check-site");
+    let root = dir.path().join("exponential");
+    write(
+        &root.join("settings/site.ini"),
+        "[DatabaseSettings]\nDatabaseImplementation=ezsqlite3\nDatabase=exponential\n\
+         SQLiteTransactionWait=25\nSQLiteBusyTimeout=5000\n",
+    );
+    write(
+        &root.join("settings/override/site.ini.append.php"),
+        &append_php(&format!(
+            "[DatabaseSettings]\nDatabaseImplementation=sqlite3\n\
+             ImplementationAlias[sqlite3]=eZSQLite3QueuedDB\nSQLiteTransactionWait={override_wait}"
+        )),
+    );
+    write(
+        &root.join("settings/siteaccess/admin/site.ini.append.php"),
+        &append_php("[SiteSettings]\nSiteName=Admin"),
+    );
+    write(
+        &root.join("settings/override/velocity.ini.append.php"),
+        &append_php("[WorkerSettings]\nrequestTimeout=45"),
+    );
+    let pool = dir.path().join("www.conf");
+    write(
+        &pool,
+        &format!(
+            "[www]\nuser = www-data\npm = dynamic\nrequest_terminate_timeout = {fpm_timeout}\n"
+        ),
+    );
+    write(&root.join("var/log/error.log"), error_log);
+    write(&root.join("var/log/cronjob.log"), cron_log);
+    let db = root.join("var/storage/sqlite3/exponential.db");
+    fs::create_dir_all(db.parent().expect("parent")).expect("mkdir");
+    let conn = rusqlite::Connection::open(&db).expect("open the fixture database");
+    conn.query_row("PRAGMA journal_mode=WAL", [], |_| Ok(()))
+        .expect("WAL");
+    conn.execute_batch("CREATE TABLE ezcontentobject (id INTEGER PRIMARY KEY)")
+        .expect("a table");
+    Site {
+        _dir: dir,
+        root,
+        pool,
+    }
+}
+
+fn check_json(site: &Site) -> (Option<i32>, serde_json::Value) {
+    let out = run(&[
+        "check",
+        "--site",
+        site.root.to_str().expect("utf-8"),
+        "--fpm-pool",
+        site.pool.to_str().expect("utf-8"),
+        "--json",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let report = serde_json::from_str(&text).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {text}; stderr {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code(), report)
+}
+
+fn item<'a>(report: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    report["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .find(|i| i["name"] == name)
+        .unwrap_or_else(|| panic!("no item {name} in {report}"))
+}
+
+fn result_of(report: &serde_json::Value, name: &str) -> String {
+    item(report, name)["result"]
+        .as_str()
+        .expect("a result")
+        .to_string()
+}
+
+const QUIET_ERRORS: &str = "[ Mar 01 2026 10:00:00 ] [127.0.0.1] eZTemplate:\n\
+                            unknown template variable 'node'\n";
+const QUIET_CRON: &str = "[ Mar 01 2026 03:00:00 ] Running cronjob part: indexcontent\n\
+                          [ Mar 01 2026 03:00:02 ] Running cronjob part: unpublish\n";
+
+#[test]
+fn a_healthy_site_passes_every_item() {
+    let site = site("20", "30s", QUIET_ERRORS, QUIET_CRON);
+    let (code, report) = check_json(&site);
+    for name in [
+        "transaction-wait",
+        "old-value-60",
+        "maintenance",
+        "busy-log",
+        "journal-mode",
+        "local-filesystem",
+    ] {
+        assert_eq!(result_of(&report, name), "pass", "{name}: {report:#}");
+    }
+    assert_eq!(code, Some(0), "{report:#}");
+    assert_eq!(report["failed"], 0);
+    let why = item(&report, "transaction-wait")["why"]
+        .as_str()
+        .expect("why");
+    assert!(why.contains("SQLiteTransactionWait is 20 s"), "{why}");
+    assert!(why.contains("request_terminate_timeout = 30 s"), "{why}");
+    assert!(why.contains("requestTimeout = 45 s"), "{why}");
+    assert!(item(&report, "journal-mode")["why"]
+        .as_str()
+        .expect("why")
+        .contains("journal mode wal"));
+
+    // The text report: one line per item, and the same outcome.
+    let out = run(&[
+        "check",
+        "--site",
+        site.root.to_str().expect("utf-8"),
+        "--fpm-pool",
+        site.pool.to_str().expect("utf-8"),
+    ]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("transaction-wait"), "{text}");
+    assert!(text.ends_with("no item failed\n"), "{text}");
+}
+
+#[test]
+fn a_site_with_every_problem_fails_each_item_and_exits_3() {
+    let busy = "database is busy: the transaction could not start within 60 s (waited 60.0 s, \
+                [DatabaseSettings] SQLiteTransactionWait), another write held the lock all \
+                that time; nothing was written\n";
+    let errors = format!("{QUIET_ERRORS}{busy}{busy}{busy}");
+    let cron = format!(
+        "{QUIET_CRON}[ Mar 01 2026 03:10:00 ] Running cronjob part: sqlite_vacuum (VACUUM)\n"
+    );
+    let site = site("60", "30s", &errors, &cron);
+    // The database file holds something that is not SQLite.
+    fs::write(
+        site.root.join("var/storage/sqlite3/exponential.db"),
+        b"this is not a database, just bytes that fill the header",
+    )
+    .expect("overwrite");
+    let (code, report) = check_json(&site);
+    for name in [
+        "transaction-wait",
+        "old-value-60",
+        "maintenance",
+        "busy-log",
+        "journal-mode",
+    ] {
+        assert_eq!(result_of(&report, name), "fail", "{name}: {report:#}");
+    }
+    assert_eq!(code, Some(3), "a failed item exits 3: {report:#}");
+    assert_eq!(report["failed"], 5);
+    let why = |name| {
+        item(&report, name)["why"]
+            .as_str()
+            .expect("why")
+            .to_string()
+    };
+    assert!(
+        why("old-value-60").contains("settings/override/site.ini.append.php:6"),
+        "{}",
+        why("old-value-60")
+    );
+    assert!(
+        why("transaction-wait").contains("60 s"),
+        "{}",
+        why("transaction-wait")
+    );
+    assert!(why("busy-log").contains("is 3"), "{}", why("busy-log"));
+    assert!(
+        why("busy-log").contains("When one machine is not enough"),
+        "a busy log points to the README section: {}",
+        why("busy-log")
+    );
+    assert!(
+        why("maintenance").contains("var/log/cronjob.log:3"),
+        "{}",
+        why("maintenance")
+    );
+}
+
+#[test]
+fn a_short_fpm_timeout_alone_fails_the_wait() {
+    let site = site("25", "20", QUIET_ERRORS, QUIET_CRON);
+    let (code, report) = check_json(&site);
+    assert_eq!(result_of(&report, "transaction-wait"), "fail", "{report:#}");
+    assert_eq!(result_of(&report, "old-value-60"), "pass", "{report:#}");
+    assert_eq!(code, Some(3));
+}
+
+#[test]
+fn what_cannot_be_found_is_cannot_tell_not_pass() {
+    let site = site("20", "30s", QUIET_ERRORS, QUIET_CRON);
+    fs::remove_file(site.root.join("var/log/cronjob.log")).expect("rm");
+    fs::remove_file(site.root.join("var/storage/sqlite3/exponential.db")).expect("rm");
+    let (code, report) = check_json(&site);
+    assert_eq!(
+        result_of(&report, "maintenance"),
+        "cannot tell",
+        "{report:#}"
+    );
+    assert_eq!(
+        result_of(&report, "journal-mode"),
+        "cannot tell",
+        "{report:#}"
+    );
+    assert_eq!(code, Some(0), "cannot tell is not a failure: {report:#}");
+}
+
+#[test]
+fn a_directory_that_is_not_a_site_is_one_line_and_a_json_error() {
+    let dir = TempDir::new("check-empty");
+    let out = run(&["check", "--site", dir.path().to_str().expect("utf-8")]);
+    let line = assert_one_line_error(&out);
+    assert!(line.contains("has no settings/ directory"), "{line}");
+    let out = run(&[
+        "check",
+        "--site",
+        dir.path().to_str().expect("utf-8"),
+        "--json",
+    ]);
+    let line = assert_one_line_error(&out);
+    let doc: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("a JSON error object on stdout");
+    assert_eq!(
+        format!(
+            "writerlock: {}",
+            doc["error"]["message"].as_str().expect("message")
+        ),
+        line
+    );
+}
