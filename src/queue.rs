@@ -489,6 +489,18 @@ impl WriterQueue {
         }
     }
 
+    /// Gives the turn back after the caller ended the transaction itself
+    /// (its own COMMIT or ROLLBACK, or a script that committed), putting
+    /// back the busy timeout the connection had before `begin`. Runs no
+    /// statement. Returns false when this handle held no turn.
+    pub fn release_ended<S: SqliteSession + ?Sized>(&self, conn: &S) -> Result<bool> {
+        if !self.holding() {
+            return Ok(false);
+        }
+        self.give_back_timeout(conn);
+        self.release()
+    }
+
     /// Restores the busy timeout the connection had before `begin`.
     fn give_back_timeout<S: SqliteSession + ?Sized>(&self, conn: &S) {
         let saved = self.state().caller_timeout.take();

@@ -39,8 +39,9 @@ if [[ ! -x "$venv/bin/python" ]]; then
     echo "deps: creating the virtualenv $venv"
     python3 -m venv "$venv"
 fi
-if ! "$venv/bin/python" -c 'import maturin, pytest' 2>/dev/null; then
-    "$venv/bin/pip" install --quiet 'maturin>=1.7,<2' 'pytest>=8'
+# mypy checks the Python stubs (mypy --strict, stubtest); SQLAlchemy runs the README's recipe.
+if ! "$venv/bin/python" -c 'import maturin, pytest, mypy, sqlalchemy' 2>/dev/null; then
+    "$venv/bin/pip" install --quiet 'maturin>=1.7,<2' 'pytest>=8' 'mypy>=1.10' 'SQLAlchemy>=2,<3'
 fi
 # The Python tests run the writer session on the users' own drivers too: psycopg 3 (with its
 # binary libpq), psycopg_pool and psycopg2.

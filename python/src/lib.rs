@@ -25,6 +25,7 @@ pub mod values;
 /// The native part of writerlock; import `writerlock` and `writerlock.postgres` instead.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     sqlite::register(m)?;
     pg::register(m)?;
     protocol::register(m)?;

@@ -2,23 +2,66 @@
 //!
 //! The core drives the connection through [`SqliteSession`], implemented here by
 //! [`PySession`]: each method re-attaches to the interpreter and calls the connection
-//! (`conn.execute(sql)`, `PRAGMA busy_timeout = N`, `conn.in_transaction`). The core's
-//! `begin`, `commit`, `rollback` and `execute` run inside `Python::detach`, so the
-//! interpreter is free while a writer waits for its turn.
+//! (`conn.execute(sql)`, `PRAGMA busy_timeout`, `PRAGMA database_list`,
+//! `conn.in_transaction`). The core's `begin`, `commit`, `rollback`, `execute` and `take` run
+//! inside `Python::detach`, so the interpreter is free while a writer waits for its turn, and
+//! every wait runs Python's signal handlers (see [`Signals`]) so Ctrl-C ends it.
 
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::{PyDeprecationWarning, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyString, PyTuple};
+use pyo3::types::{PyString, PyTuple, PyType};
 
-use writerlock::wait::{BUSY_SETTING, TRANSACTION_SETTING};
-use writerlock::{Error as WlError, SqliteFailure, SqliteSession, Strategy, Wait, WriterQueue};
+use writerlock::wait::Interrupt;
+use writerlock::{
+    BusyKind, Error as WlError, SqliteFailure, SqliteSession, Strategy, Wait, WriterQueue,
+};
 
-use crate::errors::{failure_of, queue_error, NotAutocommit};
+use crate::errors::{failure_of, queue_error, NotAutocommit, ProgrammingError};
+
+/// The setting a busy message names when the limit came from the `wait` argument.
+pub const WAIT_ARGUMENT: &str = "the wait argument";
+/// The setting a busy message names when the limit came from the deprecated `busy_timeout`
+/// argument.
+pub const BUSY_TIMEOUT_ARGUMENT: &str = "the busy_timeout argument";
+
+/// Python's signal handlers, run while a writer waits.
+///
+/// A wait of the core asks its [`Interrupt`] at least every 10 ms; this one attaches to the
+/// interpreter and calls `PyErr_CheckSignals`, which runs the handlers of signals that
+/// arrived (only in the main thread, as Python always does). A handler that raises
+/// (`KeyboardInterrupt` for Ctrl-C, the program's own exception for SIGTERM) ends the wait:
+/// the turn is not taken, nothing was written, and that exception is raised instead of the
+/// core's `Interrupted`.
+#[derive(Clone, Default)]
+pub struct Signals {
+    raised: Arc<Mutex<Option<PyErr>>>,
+}
+
+impl Signals {
+    /// `wait` with Python's signal check as its interrupt.
+    pub fn watch(&self, wait: Wait) -> Wait {
+        let raised = Arc::clone(&self.raised);
+        wait.with_interrupt(Interrupt::new(move || {
+            Python::attach(|py| match py.check_signals() {
+                Ok(()) => false,
+                Err(err) => {
+                    *raised.lock().unwrap_or_else(|p| p.into_inner()) = Some(err);
+                    true
+                }
+            })
+        }))
+    }
+
+    /// The exception a signal handler raised during the wait, if one did.
+    pub fn take(&self) -> Option<PyErr> {
+        self.raised.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+}
 
 /// A Python `sqlite3.Connection` seen by the core queue.
 ///
@@ -30,6 +73,7 @@ pub struct PySession {
     params: Option<Py<PyAny>>,
     error: Mutex<Option<PyErr>>,
     cursor: Mutex<Option<Py<PyAny>>>,
+    signals: Signals,
 }
 
 impl PySession {
@@ -41,6 +85,30 @@ impl PySession {
             params: params.map(|p| p.clone().unbind()),
             error: Mutex::new(None),
             cursor: Mutex::new(None),
+            signals: Signals::default(),
+        }
+    }
+
+    /// `wait`, ended early by a Python signal handler that raises.
+    pub fn watch(&self, wait: Wait) -> Wait {
+        self.signals.watch(wait)
+    }
+
+    /// Runs `sql` (no parameters) and returns its first row.
+    fn first_row<'py>(
+        &self,
+        py: Python<'py>,
+        sql: &str,
+    ) -> Result<Option<Bound<'py, PyAny>>, SqliteFailure> {
+        let found = self
+            .conn
+            .bind(py)
+            .call_method1(intern!(py, "execute"), (sql,))
+            .and_then(|cursor| cursor.call_method0(intern!(py, "fetchone")));
+        match found {
+            Ok(row) if row.is_none() => Ok(None),
+            Ok(row) => Ok(Some(row)),
+            Err(err) => Err(self.remember(py, err)),
         }
     }
 
@@ -60,8 +128,12 @@ impl PySession {
         self.cursor.lock().unwrap_or_else(|p| p.into_inner()).take()
     }
 
-    /// Turns a core error into its Python exception, chaining what Python raised.
+    /// Turns a core error into its Python exception, chaining what Python raised; a wait
+    /// ended by a signal raises the handler's own exception.
     pub fn raise(&self, py: Python<'_>, err: WlError) -> PyErr {
+        if let (WlError::Interrupted { .. }, Some(raised)) = (&err, self.signals.take()) {
+            return raised;
+        }
         queue_error(py, err, self.take_error())
     }
 }
@@ -109,6 +181,41 @@ impl SqliteSession for PySession {
                 .ok()
         })
     }
+
+    fn main_database_file(&self) -> Result<Option<PathBuf>, SqliteFailure> {
+        Python::attach(|py| {
+            // Python's sqlite3 has no accessor for sqlite3_db_filename(); this PRAGMA gives
+            // the same text: (seq, name, file), "main" first, "" in memory.
+            let cursor = self
+                .conn
+                .bind(py)
+                .call_method1(intern!(py, "execute"), ("PRAGMA database_list",))
+                .map_err(|err| self.remember(py, err))?;
+            let rows = cursor
+                .call_method0(intern!(py, "fetchall"))
+                .map_err(|err| self.remember(py, err))?;
+            for row in rows.try_iter().map_err(|err| self.remember(py, err))? {
+                let row = row.map_err(|err| self.remember(py, err))?;
+                let Ok((_, name, file)) = row.extract::<(i64, String, Option<String>)>() else {
+                    continue;
+                };
+                if name == "main" {
+                    return Ok(Some(PathBuf::from(file.unwrap_or_default())));
+                }
+            }
+            Ok(None)
+        })
+    }
+
+    fn busy_timeout(&self) -> Result<Option<Duration>, SqliteFailure> {
+        Python::attach(|py| {
+            let row = self.first_row(py, "PRAGMA busy_timeout")?;
+            Ok(row
+                .and_then(|r| r.get_item(0).ok())
+                .and_then(|v| v.extract::<i64>().ok())
+                .map(|ms| Duration::from_millis(ms.max(0) as u64)))
+        })
+    }
 }
 
 /// Refuses anything but a `sqlite3.Connection` (or subclass), with a clear `TypeError`.
@@ -148,7 +255,7 @@ fn check_connection(conn: &Bound<'_, PyAny>) -> PyResult<()> {
             return Err(NotAutocommit::new_err(
                 "writerlock needs a sqlite3 connection in autocommit mode, but this one was \
                  opened with autocommit=False, so Python keeps a transaction of its own open; \
-                 open it with sqlite3.connect(path, isolation_level=None)",
+                 open it with sqlite3.connect(path, autocommit=True)",
             ));
         }
     }
@@ -162,16 +269,60 @@ fn check_connection(conn: &Bound<'_, PyAny>) -> PyResult<()> {
         Ok(text) => format!("BEGIN {text}"),
         Err(_) => "a BEGIN".to_string(),
     };
+    // Python 3.12 and later have `autocommit`, the way the sqlite3 documentation recommends.
+    let advice = if conn.hasattr(intern!(py, "autocommit"))? {
+        "open it with sqlite3.connect(path, autocommit=True) (or isolation_level=None), or \
+         set conn.autocommit = True"
+    } else {
+        "open it with sqlite3.connect(path, isolation_level=None) or set \
+         conn.isolation_level = None"
+    };
     Err(NotAutocommit::new_err(format!(
         "writerlock needs a sqlite3 connection in autocommit mode, but this one has \
          isolation_level {shown}, so Python would open a transaction of its own ({begin}) \
-         before the first write, outside the writer queue; open it with \
-         sqlite3.connect(path, isolation_level=None) or set conn.isolation_level = None"
+         before the first write, outside the writer queue; {advice}"
     )))
 }
 
 fn seconds(name: &'static str, value: f64) -> PyResult<Duration> {
     Wait::seconds(name, value).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+/// The limit and the setting its busy message names: `wait`, or the deprecated `busy_timeout`
+/// (with a `DeprecationWarning`), or `default` seconds.
+fn statement_wait(
+    py: Python<'_>,
+    wait: Option<f64>,
+    busy_timeout: Option<f64>,
+    setting: Option<String>,
+    default: f64,
+) -> PyResult<Wait> {
+    let (name, seconds_given, named) = match (wait, busy_timeout) {
+        (Some(_), Some(_)) => {
+            return Err(PyTypeError::new_err(
+                "execute() takes the limit as wait= only; busy_timeout= is its old name, \
+                 pass one of them",
+            ))
+        }
+        (None, Some(limit)) => {
+            PyErr::warn(
+                py,
+                &py.get_type::<PyDeprecationWarning>(),
+                c"writerlock: execute(busy_timeout=...) is deprecated, pass wait=... (seconds) as everywhere else",
+                1,
+            )?;
+            ("busy_timeout", limit, BUSY_TIMEOUT_ARGUMENT)
+        }
+        (wait, None) => ("wait", wait.unwrap_or(default), WAIT_ARGUMENT),
+    };
+    Ok(Wait::statement(seconds(name, seconds_given)?)
+        .with_setting(setting.unwrap_or_else(|| named.to_string())))
+}
+
+/// A transaction's limit (raised to 1 s at least) and the setting its busy message names.
+fn transaction_wait(wait: f64, setting: Option<String>) -> PyResult<Wait> {
+    Ok(Wait::transaction(seconds("wait", wait)?)
+        .with_setting(setting.unwrap_or_else(|| WAIT_ARGUMENT.to_string())))
 }
 
 /// A process's handle on one SQLite database's write queue.
@@ -185,27 +336,55 @@ pub struct PyWriterQueue {
     inner: WriterQueue,
 }
 
+fn parse_strategy(strategy: &str) -> PyResult<Strategy> {
+    match strategy {
+        "handoff" => Ok(Strategy::Handoff),
+        "poll" => Ok(Strategy::Poll),
+        other => Err(PyValueError::new_err(format!(
+            "strategy must be \"handoff\" or \"poll\", not {other:?}"
+        ))),
+    }
+}
+
 #[pymethods]
 impl PyWriterQueue {
     #[new]
     #[pyo3(signature = (path, *, strategy = "handoff"))]
     fn new(path: PathBuf, strategy: &str) -> PyResult<Self> {
-        let strategy = match strategy {
-            "handoff" => Strategy::Handoff,
-            "poll" => Strategy::Poll,
-            other => {
-                return Err(PyValueError::new_err(format!(
-                    "strategy must be \"handoff\" or \"poll\", not {other:?}"
-                )))
-            }
-        };
         Ok(PyWriterQueue {
-            inner: WriterQueue::with_strategy(path, strategy),
+            inner: WriterQueue::with_strategy(path, parse_strategy(strategy)?),
         })
     }
 
-    /// Waits up to `wait` seconds for the writer turn, sets the connection's busy timeout to
-    /// the time left and runs `BEGIN IMMEDIATE`.
+    /// A queue for the connection's own main database file (`PRAGMA database_list`), so the
+    /// path is never typed twice.
+    #[classmethod]
+    #[pyo3(signature = (conn, *, strategy = "handoff"))]
+    fn for_connection<'py>(
+        cls: &Bound<'py, PyType>,
+        conn: &Bound<'py, PyAny>,
+        strategy: &str,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = cls.py();
+        check_type(conn)?;
+        parse_strategy(strategy)?;
+        // Reading `in_transaction` fails on a closed connection with Python's own message.
+        conn.getattr(intern!(py, "in_transaction"))?;
+        let session = PySession::new(conn, None);
+        let path = writerlock::queue::database_of(&session).map_err(|e| session.raise(py, e))?;
+        let kwargs = pyo3::types::PyDict::new(py);
+        kwargs.set_item("strategy", strategy)?;
+        cls.call((path,), Some(&kwargs))
+    }
+
+    /// Waits up to `wait` seconds for the writer turn (a wait below 1 s is raised to 1 s),
+    /// sets the connection's busy timeout to the time left and runs `BEGIN IMMEDIATE`. End it
+    /// with `commit()` or `rollback()`, which put the connection's own busy timeout back.
+    /// Raises `Busy` when the wait runs out (its message names `setting`, by default "the
+    /// wait argument"), `NotStarted` when BEGIN fails, `NotAutocommit` or `WrongDatabase` for
+    /// a connection the queue cannot drive; a signal handler's exception (Ctrl-C:
+    /// `KeyboardInterrupt`) ends the wait. In every case the turn is not kept and nothing was
+    /// written.
     #[pyo3(signature = (conn, wait = 25.0, setting = None))]
     fn begin(
         &self,
@@ -215,9 +394,8 @@ impl PyWriterQueue {
         setting: Option<String>,
     ) -> PyResult<()> {
         check_connection(conn)?;
-        let wait = Wait::transaction(seconds("wait", wait)?)
-            .with_setting(setting.unwrap_or_else(|| TRANSACTION_SETTING.to_string()));
         let session = PySession::new(conn, None);
+        let wait = session.watch(transaction_wait(wait, setting)?);
         let queue = &self.inner;
         py.detach(|| queue.begin(&session, &wait))
             .map_err(|e| session.raise(py, e))
@@ -241,22 +419,43 @@ impl PyWriterQueue {
             .map_err(|e| session.raise(py, e))
     }
 
-    /// Runs one write statement in turn, waiting up to `busy_timeout` seconds; reads and
-    /// statements inside an open transaction run at once. Returns the `sqlite3.Cursor`.
-    #[pyo3(signature = (conn, sql, params = None, busy_timeout = 5.0, setting = None))]
+    /// Gives the turn back after the connection's transaction ended without the queue (the
+    /// block committed or rolled back itself), with the connection's busy timeout as it was
+    /// before `begin`. Returns False when no turn was held.
+    fn _release_ended(&self, py: Python<'_>, conn: &Bound<'_, PyAny>) -> PyResult<bool> {
+        check_type(conn)?;
+        let session = PySession::new(conn, None);
+        let queue = &self.inner;
+        py.detach(|| queue.release_ended(&session))
+            .map_err(|e| session.raise(py, e))
+    }
+
+    /// Runs one write statement in turn, waiting up to `wait` seconds (default 5, taken as
+    /// given), with `params` bound as `conn.execute` binds them; reads and statements inside
+    /// an open transaction run at once. Returns the `sqlite3.Cursor`. `busy_timeout` is the
+    /// old name of `wait` (deprecated). Raises `Busy` when the wait runs out; nothing was
+    /// written then.
+    #[pyo3(signature = (conn, sql, params = None, wait = None, setting = None, *, busy_timeout = None))]
+    #[allow(clippy::too_many_arguments)]
     fn execute(
         &self,
         py: Python<'_>,
         conn: &Bound<'_, PyAny>,
         sql: &Bound<'_, PyString>,
         params: Option<&Bound<'_, PyAny>>,
-        busy_timeout: f64,
+        wait: Option<f64>,
         setting: Option<String>,
+        busy_timeout: Option<f64>,
     ) -> PyResult<Py<PyAny>> {
+        let limit = statement_wait(
+            py,
+            wait,
+            busy_timeout,
+            setting,
+            writerlock::wait::BUSY_TIMEOUT.as_secs_f64(),
+        )?;
         check_connection(conn)?;
         let sql = sql.to_str()?.to_owned();
-        let wait = Wait::statement(seconds("busy_timeout", busy_timeout)?)
-            .with_setting(setting.unwrap_or_else(|| BUSY_SETTING.to_string()));
         let empty;
         let params = match params {
             Some(p) => p,
@@ -266,12 +465,43 @@ impl PyWriterQueue {
             }
         };
         let session = PySession::new(conn, Some(params));
+        let limit = session.watch(limit);
         let queue = &self.inner;
-        py.detach(|| queue.execute(&session, &sql, &wait))
+        py.detach(|| queue.execute(&session, &sql, &limit))
             .map_err(|e| session.raise(py, e))?;
         match session.take_cursor() {
             Some(cursor) => Ok(cursor),
             None => Ok(py.None()),
+        }
+    }
+
+    /// Takes the writer turn without starting a transaction, waiting up to `wait` seconds
+    /// (at least 1), for code that runs its own `BEGIN IMMEDIATE`. Returns the seconds it
+    /// waited. Give the turn back with `release()` once the transaction ended.
+    #[pyo3(signature = (wait = 25.0, setting = None))]
+    fn acquire(&self, py: Python<'_>, wait: f64, setting: Option<String>) -> PyResult<f64> {
+        let signals = Signals::default();
+        let wait = signals.watch(transaction_wait(wait, setting)?);
+        let queue = &self.inner;
+        match py.detach(|| queue.take(BusyKind::Transaction, &wait)) {
+            Ok(waited) => Ok(waited.as_secs_f64()),
+            Err(err @ WlError::Interrupted { .. }) => match signals.take() {
+                Some(raised) => Err(raised),
+                None => Err(queue_error(py, err, None)),
+            },
+            Err(err) => Err(queue_error(py, err, None)),
+        }
+    }
+
+    /// Gives back the turn `acquire()` took.
+    fn release(&self, py: Python<'_>) -> PyResult<()> {
+        match self.inner.release() {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(ProgrammingError::new_err(
+                "this writer queue does not hold the writer turn, so there is nothing to \
+                 release; call acquire() first, and release() once for each acquire()",
+            )),
+            Err(err) => Err(queue_error(py, err, None)),
         }
     }
 

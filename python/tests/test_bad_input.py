@@ -4,6 +4,7 @@ connections, a DSN that cannot connect, a session the server ends in mid-transac
 from __future__ import annotations
 
 import math
+import os
 import sqlite3
 import subprocess
 import sys
@@ -61,8 +62,14 @@ def test_queue_bad_numbers(db: str, wait: float) -> None:
     conn = sqlite3.connect(db, isolation_level=None)
     with pytest.raises(ValueError, match="wait"):
         q.begin(conn, wait=wait)
-    with pytest.raises(ValueError, match="busy_timeout"):
+    with pytest.raises(ValueError, match="invalid argument wait: "):
+        q.execute(conn, "INSERT INTO t VALUES (1)", wait=wait)
+    with pytest.raises(ValueError, match="invalid argument busy_timeout: "), pytest.warns(
+        DeprecationWarning
+    ):
         q.execute(conn, "INSERT INTO t VALUES (1)", busy_timeout=wait)
+    with pytest.raises(ValueError, match="invalid argument wait: "):
+        q.acquire(wait=wait)
     assert not q.holding
 
 
@@ -134,11 +141,21 @@ def test_queue_connection_from_another_thread(db: str) -> None:
 def test_queue_directory_that_does_not_exist(tmp_path: Path) -> None:
     path = str(tmp_path / "missing" / "x.db")
     q = writerlock.WriterQueue(path)
-    conn = sqlite3.connect(":memory:", isolation_level=None)
     with pytest.raises(sqlite3.OperationalError, match="could not open the writer lock file") as info:
-        q.begin(conn)
+        q.acquire(wait=1.0)
     assert isinstance(info.value.__cause__, FileNotFoundError)
     assert not q.holding
+
+
+def test_lock_file_that_cannot_be_opened(tmp_path: Path) -> None:
+    path = str(tmp_path / "x.db")
+    conn = sqlite3.connect(path, isolation_level=None)
+    os.mkdir(path + writerlock.LOCK_SUFFIX)  # a directory where the lock file belongs
+    q = writerlock.WriterQueue(path)
+    with pytest.raises(sqlite3.OperationalError, match="could not open the writer lock file") as info:
+        q.begin(conn, wait=1.0)
+    assert isinstance(info.value.__cause__, OSError)
+    assert not q.holding and not conn.in_transaction
 
 
 def test_queue_exception_in_a_callback_is_not_swallowed(db: str) -> None:

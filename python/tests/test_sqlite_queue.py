@@ -161,7 +161,7 @@ def test_reads_do_not_queue(db: str) -> None:
         q = writerlock.WriterQueue(db)
         conn = connect(db)
         start = time.monotonic()
-        assert q.execute(conn, "SELECT count(*) FROM rows", busy_timeout=5.0).fetchone() == (0,)
+        assert q.execute(conn, "SELECT count(*) FROM rows", wait=5.0).fetchone() == (0,)
         assert time.monotonic() - start < 1.0
 
 
@@ -211,15 +211,16 @@ def test_busy_transaction_has_the_exact_text_and_details(db: str) -> None:
     assert isinstance(err, writerlock.Busy)
     m = TRANSACTION_BUSY.fullmatch(str(err))
     assert m, str(err)
-    assert m["limit"] == "1" and m["setting"] == "[DatabaseSettings] SQLiteTransactionWait"
+    # A Python program has no eZ settings: the message names the argument the limit came from.
+    assert m["limit"] == "1" and m["setting"] == "the wait argument"
     assert str(err) == (
         f"database is busy: the transaction could not start within 1 s (waited "
-        f"{err.waited:.1f} s, [DatabaseSettings] SQLiteTransactionWait), another write held "
+        f"{err.waited:.1f} s, the wait argument), another write held "
         f"the lock all that time; nothing was written"
     )
     assert 1.0 <= err.waited < 3.0 and elapsed >= 1.0
     assert err.limit == 1.0
-    assert err.setting == "[DatabaseSettings] SQLiteTransactionWait"
+    assert err.setting == "the wait argument"
     assert err.holder_pid == holder
     assert err.sqlite_errorcode == 5 and err.sqlite_errorname == "SQLITE_BUSY"
     assert not q.holding and not conn.in_transaction
@@ -230,11 +231,11 @@ def test_busy_statement_has_the_exact_text(db: str) -> None:
         q = writerlock.WriterQueue(db)
         conn = connect(db)
         with pytest.raises(writerlock.Busy) as info:
-            q.execute(conn, "INSERT INTO rows (worker) VALUES (1)", busy_timeout=0.5)
+            q.execute(conn, "INSERT INTO rows (worker) VALUES (1)", wait=0.5)
     err = info.value
     m = STATEMENT_BUSY.fullmatch(str(err))
     assert m, str(err)
-    assert m["limit"] == "0.5" and m["setting"] == "[DatabaseSettings] SQLiteBusyTimeout"
+    assert m["limit"] == "0.5" and m["setting"] == "the wait argument"
     assert err.limit == 0.5 and err.holder_pid == holder
     assert count(db) == 0
 
@@ -306,7 +307,34 @@ def test_connection_with_autocommit_false_is_refused(db: str) -> None:
     q = writerlock.WriterQueue(db)
     with pytest.raises(writerlock.NotAutocommit, match="autocommit=False") as info:
         q.begin(conn)
-    assert "sqlite3.connect(path, isolation_level=None)" in str(info.value)
+    # Python 3.12+ has `autocommit`: the advice is the one its documentation gives.
+    assert "open it with sqlite3.connect(path, autocommit=True)" in str(info.value)
+    assert not q.holding
+
+
+def test_legacy_isolation_level_on_python_3_12_recommends_autocommit(db: str) -> None:
+    # On 3.12+ a connection has `autocommit` (sqlite3.LEGACY_TRANSACTION_CONTROL, -1, by
+    # default); before 3.12 a subclass provides it.
+    if sys.version_info >= (3, 12):
+        conn = sqlite3.connect(db)
+    else:
+
+        class Legacy(sqlite3.Connection):
+            autocommit = -1
+
+        conn = sqlite3.connect(db, factory=Legacy)
+    q = writerlock.WriterQueue(db)
+    with pytest.raises(writerlock.NotAutocommit) as info:
+        q.begin(conn)
+    assert "open it with sqlite3.connect(path, autocommit=True) (or isolation_level=None)" in str(
+        info.value
+    )
+    plain = sqlite3.connect(db)  # before 3.12: no `autocommit`, the advice is isolation_level
+    if sys.version_info < (3, 12):
+        with pytest.raises(writerlock.NotAutocommit) as info:
+            q.begin(plain)
+        assert "sqlite3.connect(path, isolation_level=None)" in str(info.value)
+        assert "autocommit=True" not in str(info.value)
     assert not q.holding
 
 

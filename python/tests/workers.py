@@ -62,7 +62,7 @@ def queued_statements(path: str, worker: int, count: int) -> int:
             conn,
             "INSERT INTO rows (worker, i, pid) VALUES (?, ?, ?)",
             (worker, i, os.getpid()),
-            busy_timeout=30.0,
+            wait=30.0,
         )
     conn.close()
     return count

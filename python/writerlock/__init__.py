@@ -23,13 +23,18 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-from typing import Any, Iterator, Optional
+from types import TracebackType
+from typing import Any, Literal, Optional, Type
 
 from . import _native
 from ._errors import Busy, NotAutocommit, NotStarted, WrongDatabase
 
+__version__: str = _native.__version__
+
 __all__ = [
     "WriterQueue",
+    "QueuedTransaction",
+    "WriterTurn",
     "Busy",
     "NotStarted",
     "NotAutocommit",
@@ -72,41 +77,134 @@ class WriterQueue(_native.WriterQueue):
     """A process's handle on one SQLite database's write queue.
 
     ``WriterQueue(path)`` opens nothing yet: the lock files ``<path>.writer-lock`` and
-    ``<path>.writer-queue`` open at the first turn. It is fork-safe (a child process never
+    ``<path>.writer-queue`` open at the first turn. A relative ``path`` is made absolute at
+    once, so a later ``os.chdir()`` changes nothing; ``WriterQueue.for_connection(conn)``
+    takes the path from the connection itself. It is fork-safe (a child process never
     touches its parent's turn) and can be pickled for ``multiprocessing`` (the child gets a
     fresh handle on the same database). ``:memory:`` needs no queue.
 
     Every method that takes ``conn`` needs a ``sqlite3.Connection`` in autocommit mode
-    (``sqlite3.connect(path, isolation_level=None)``); otherwise :class:`NotAutocommit`.
+    (``sqlite3.connect(path, isolation_level=None)``, or ``autocommit=True`` on Python 3.12
+    and later); otherwise :class:`NotAutocommit`. Its main database must be this queue's
+    file (compared by device and inode at each turn's start); otherwise
+    :class:`WrongDatabase`. The connection's own busy timeout is put back when each turn
+    ends.
+
+    Every limit is ``wait=``, in seconds. A transaction's wait below 1 s is raised to 1 s;
+    a single statement's is taken as given. A wait that runs out raises :class:`Busy`.
+    Ctrl-C (or any signal whose Python handler raises) ends a wait within 10 ms: the turn
+    is not taken, nothing was written, and the handler's exception (``KeyboardInterrupt``)
+    is raised.
     """
 
-    @contextlib.contextmanager
     def transaction(
         self, conn: sqlite3.Connection, wait: float = TRANSACTION_WAIT, setting: Optional[str] = None
-    ) -> Iterator[sqlite3.Connection]:
-        """A queued transaction: :meth:`begin` on entry, :meth:`commit` when the block ends,
-        :meth:`rollback` when it raises (the exception then propagates). A COMMIT that SQLite
-        refuses is rolled back too, and its error raised, so the turn is never kept."""
-        self.begin(conn, wait, setting)
+    ) -> "QueuedTransaction":
+        """A queued transaction for ``with``: :meth:`begin` on entry (waiting up to ``wait``
+        seconds for the turn, at least 1), :meth:`commit` when the block ends,
+        :meth:`rollback` when it raises (the exception then propagates). A COMMIT that
+        SQLite refuses is rolled back too, and its error raised, so the turn is never kept.
+
+        If the block ends the transaction itself (``conn.commit()``, ``conn.rollback()``, or
+        ``conn.executescript()``, which commits first), the block's end gives the turn back
+        and commits or rolls back nothing: what the block did stands, and no error is
+        raised for the COMMIT that had nothing left to commit."""
+        return QueuedTransaction(self, conn, wait, setting)
+
+    def turn(self, wait: float = TRANSACTION_WAIT, setting: Optional[str] = None) -> "WriterTurn":
+        """The writer turn alone, for ``with``, for code that runs its own ``BEGIN
+        IMMEDIATE`` (SQLAlchemy, apsw, peewee): :meth:`acquire` on entry (waiting up to
+        ``wait`` seconds, at least 1), :meth:`release` when the block ends, however it
+        ends. End the transaction inside the block."""
+        return WriterTurn(self, wait, setting)
+
+
+class QueuedTransaction:
+    """What :meth:`WriterQueue.transaction` returns: ``with queue.transaction(conn) as
+    conn:``. Entering begins (turn and ``BEGIN IMMEDIATE``); leaving commits, or rolls back
+    when the block raised, and gives the turn back."""
+
+    __slots__ = ("_queue", "_conn", "_wait", "_setting")
+
+    def __init__(
+        self, queue: WriterQueue, conn: sqlite3.Connection, wait: float, setting: Optional[str]
+    ) -> None:
+        self._queue = queue
+        self._conn = conn
+        self._wait = wait
+        self._setting = setting
+
+    def __enter__(self) -> sqlite3.Connection:
+        self._queue.begin(self._conn, self._wait, self._setting)
+        return self._conn
+
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> Literal[False]:
+        queue, conn = self._queue, self._conn
+        if not queue.holding:  # queue.commit() or rollback() inside the block
+            return False
         try:
-            yield conn
-        except BaseException as err:
-            if self.holding:
-                try:
-                    self.rollback(conn)
-                except Exception as rollback_error:  # keep the block's own error
-                    _note(err, f"writerlock: the rollback failed too: {rollback_error}")
-            raise
-        else:
-            if not self.holding:  # the block ended the transaction itself
-                return
+            open_transaction = conn.in_transaction
+        except sqlite3.ProgrammingError:  # the block closed the connection
+            open_transaction = None
+        if not open_transaction:
+            # The block ended the transaction itself: nothing is left to commit or roll back.
+            queue._release_ended(conn)
+            if open_transaction is None and exc is None:
+                raise sqlite3.ProgrammingError(
+                    "the connection was closed inside queue.transaction(), so its open "
+                    "transaction was rolled back unless the block committed it; the writer "
+                    "turn was given back. Close the connection after the with block"
+                )
+            return False
+        if exc is None:
             try:
-                self.commit(conn)
+                queue.commit(conn)
             except BaseException:
-                if self.holding:
+                if queue.holding:
                     with contextlib.suppress(Exception):
-                        self.rollback(conn)
+                        queue.rollback(conn)
                 raise
+        else:
+            try:
+                queue.rollback(conn)
+            except Exception as rollback_error:  # keep the block's own error
+                _note(exc, f"writerlock: the rollback failed too: {rollback_error}")
+        return False
+
+
+class WriterTurn:
+    """What :meth:`WriterQueue.turn` returns: ``with queue.turn(wait=5.0) as turn:`` holds
+    the writer turn for the block (``turn.waited``: the seconds it waited) and gives it back
+    at the end."""
+
+    __slots__ = ("_queue", "_wait", "_setting", "waited")
+
+    waited: float
+
+    def __init__(self, queue: WriterQueue, wait: float, setting: Optional[str]) -> None:
+        self._queue = queue
+        self._wait = wait
+        self._setting = setting
+        self.waited = 0.0
+
+    def __enter__(self) -> "WriterTurn":
+        self.waited = self._queue.acquire(self._wait, self._setting)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> Literal[False]:
+        if self._queue.holding:
+            self._queue.release()
+        return False
 
 
 def _note(err: BaseException, text: str) -> None:

@@ -1,13 +1,19 @@
 import sqlite3
-from contextlib import AbstractContextManager
 from os import PathLike
 from pathlib import Path
-from typing import Any, Literal, Mapping, Optional, Sequence, Union
+from types import TracebackType
+from typing import Any, Literal, Mapping, Optional, Sequence, Type, Union
+
+from typing_extensions import Self
 
 from . import postgres as postgres
 
+__version__: str
+
 __all__ = [
     "WriterQueue",
+    "QueuedTransaction",
+    "WriterTurn",
     "Busy",
     "NotStarted",
     "NotAutocommit",
@@ -78,29 +84,42 @@ class WriterQueue:
     def __init__(
         self, path: Union[str, PathLike[str]], *, strategy: Literal["handoff", "poll"] = "handoff"
     ) -> None: ...
-    def begin(
-        self, conn: sqlite3.Connection, wait: float = 25.0, setting: Optional[str] = None
-    ) -> None:
-        """Waits up to ``wait`` seconds for the turn, then BEGIN IMMEDIATE. Raises Busy,
-        NotStarted, NotAutocommit."""
+    @classmethod
+    def for_connection(
+        cls, conn: sqlite3.Connection, *, strategy: Literal["handoff", "poll"] = "handoff"
+    ) -> Self:
+        """A queue for the connection's own main database file."""
+    def begin(self, conn: sqlite3.Connection, wait: float = 25.0, setting: Optional[str] = None) -> None:
+        """Waits up to ``wait`` seconds (at least 1) for the turn, then BEGIN IMMEDIATE. Raises
+        Busy, NotStarted, NotAutocommit, WrongDatabase."""
     def commit(self, conn: sqlite3.Connection) -> None:
         """Commits and gives the turn back."""
     def rollback(self, conn: sqlite3.Connection) -> None:
         """Rolls back and gives the turn back."""
     def transaction(
         self, conn: sqlite3.Connection, wait: float = 25.0, setting: Optional[str] = None
-    ) -> AbstractContextManager[sqlite3.Connection]:
+    ) -> QueuedTransaction:
         """begin(); commit when the block ends, roll back when it raises."""
     def execute(
         self,
         conn: sqlite3.Connection,
         sql: str,
-        params: Optional[_Params] = ...,
-        busy_timeout: float = 5.0,
+        params: Optional[_Params] = None,
+        wait: Optional[float] = None,
         setting: Optional[str] = None,
+        *,
+        busy_timeout: Optional[float] = None,
     ) -> sqlite3.Cursor:
         """One write statement in turn (reads and statements inside a transaction run at
-        once); returns its cursor."""
+        once); returns its cursor. ``busy_timeout`` is the deprecated name of ``wait``."""
+    def acquire(self, wait: float = 25.0, setting: Optional[str] = None) -> float:
+        """Takes the writer turn alone (for code that runs its own BEGIN IMMEDIATE); returns
+        the seconds it waited."""
+    def release(self) -> None:
+        """Gives back the turn acquire() took."""
+    def turn(self, wait: float = 25.0, setting: Optional[str] = None) -> WriterTurn:
+        """acquire() for a with block, release() when it ends."""
+    def _release_ended(self, conn: sqlite3.Connection) -> bool: ...
     @property
     def holding(self) -> bool: ...
     @property
@@ -109,3 +128,30 @@ class WriterQueue:
     def database(self) -> Path: ...
     @property
     def strategy(self) -> Literal["handoff", "poll"]: ...
+
+class QueuedTransaction:
+    """What WriterQueue.transaction() returns."""
+
+    def __init__(
+        self, queue: WriterQueue, conn: sqlite3.Connection, wait: float, setting: Optional[str]
+    ) -> None: ...
+    def __enter__(self) -> sqlite3.Connection: ...
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> Literal[False]: ...
+
+class WriterTurn:
+    """What WriterQueue.turn() returns; ``waited`` is the seconds the turn waited."""
+
+    waited: float
+    def __init__(self, queue: WriterQueue, wait: float, setting: Optional[str]) -> None: ...
+    def __enter__(self) -> WriterTurn: ...
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> Literal[False]: ...
