@@ -161,6 +161,39 @@ pub enum Error {
         source: io::Error,
     },
 
+    /// A lock file exists but this user may open it neither for writing nor
+    /// for reading.
+    #[error(
+        "could not open the writer lock file {}: permission denied: it belongs to {owner} \
+         with mode {mode:04o}, and this process runs as {user}; let this user read it \
+         (chmod a+r, or chown it to the user the writers run as), or delete it so that the \
+         next writer creates it with the database file's owner and mode",
+        .path.display()
+    )]
+    LockFileAccess {
+        /// The lock file.
+        path: PathBuf,
+        /// Its owner, as a user name where one is known (else the uid).
+        owner: String,
+        /// Its permission bits.
+        mode: u32,
+        /// The user this process runs as (name or uid).
+        user: String,
+        /// What `open()` reported.
+        #[source]
+        source: io::Error,
+    },
+
+    /// A lock file is not one the queue may use: lock files are untrusted
+    /// input (the database's directory may be group-writable, or in `/tmp`).
+    #[error("the writer lock file {} {problem}; nothing was written", .path.display())]
+    UnsafeLockFile {
+        /// The lock file.
+        path: PathBuf,
+        /// What is wrong with it.
+        problem: LockFileProblem,
+    },
+
     /// `flock()` itself failed (not a held lock: an error of the system call).
     #[error(
         "flock() failed on {}: {source}; the file system may not support file locks, \
@@ -232,6 +265,55 @@ fn shown(path: &std::path::Path) -> String {
         String::from("an in-memory or temporary database")
     } else {
         path.display().to_string()
+    }
+}
+
+/// What is wrong with a lock file the queue refuses to use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LockFileProblem {
+    /// It is a symbolic link, which the queue never follows (it could point
+    /// at any file, which a writer running as root would then lock).
+    SymbolicLink,
+    /// It is not a regular file: `kind` says what it is ("a FIFO", "a
+    /// directory", ...).
+    NotRegular {
+        /// What the file is.
+        kind: &'static str,
+    },
+    /// The lock file and the queue file are one file (a hard link, a bind
+    /// mount), so every writer would wait for itself.
+    SameFile {
+        /// The other lock file.
+        other: PathBuf,
+    },
+    /// Another process holds a lease on it and did not give it up within
+    /// the wait.
+    Leased,
+}
+
+impl fmt::Display for LockFileProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LockFileProblem::SymbolicLink => f.write_str(
+                "is a symbolic link, which writers never follow (it could point at any file): \
+                 remove it, and the next writer creates a regular file",
+            ),
+            LockFileProblem::NotRegular { kind } => write!(
+                f,
+                "is {kind}, not a regular file: remove it, and the next writer creates a \
+                 regular file"
+            ),
+            LockFileProblem::SameFile { other } => write!(
+                f,
+                "is the same file as {} (a hard link or a bind mount), so every writer would \
+                 wait for itself: remove one of the two, and the next writer creates it anew",
+                other.display()
+            ),
+            LockFileProblem::Leased => f.write_str(
+                "is under a lease (fcntl F_SETLEASE) that another process did not give up \
+                 within the wait: stop that process or have it release the lease",
+            ),
+        }
     }
 }
 

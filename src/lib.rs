@@ -25,7 +25,7 @@ pub mod queue;
 pub mod sqlite;
 pub mod wait;
 
-pub use error::{Busy, BusyKind, Error, Result, SqliteFailure};
+pub use error::{Busy, BusyKind, Error, LockFileProblem, Result, SqliteFailure};
 pub use queue::WriterQueue;
 pub use sqlite::{RawSqlite, SqliteSession};
 pub use wait::{Strategy, Wait};

@@ -3,7 +3,12 @@
 //! `<db>.writer-lock` carries the exclusive `flock()` of the writer whose
 //! turn it is; `<db>.writer-queue` carries a shared `flock()` for every
 //! writer waiting, and (with the hand-off strategy) the hand-off page.
-//! Both are created if missing and never truncated or deleted.
+//! Both are created if missing (with the database file's mode and, for
+//! root, its owner) and never truncated or deleted. They are untrusted
+//! input: the database's directory may be group-writable, or the files in
+//! `/tmp`. So they are opened without following a symbolic link and without
+//! blocking (a FIFO, a lease), only regular files are used, and two names
+//! of one file are refused.
 //!
 //! `flock()` belongs to an open file description, which a forked child
 //! shares with its parent: a child that unlocked an inherited descriptor
@@ -30,6 +35,10 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 use std::sync::Once;
+use std::time::Duration;
+
+use crate::error::{BusyKind, Error, LockFileProblem};
+use crate::wait::Deadline;
 
 /// Suffix of the file whose exclusive `flock()` is the writer's turn.
 pub const LOCK_SUFFIX: &str = ".writer-lock";
@@ -144,51 +153,239 @@ pub struct LockFile {
     fd: i32,
     path: PathBuf,
     writable: bool,
+    /// Device and inode.
+    id: (libc::dev_t, libc::ino_t),
+}
+
+/// Flags every lock file is opened with: never through a symbolic link
+/// (`O_NOFOLLOW`), never waiting inside `open()` for a FIFO's other end or
+/// a lease's break (`O_NONBLOCK`), never inherited by a program the host
+/// runs (`O_CLOEXEC`).
+const OPEN_FLAGS: libc::c_int =
+    libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY;
+
+/// How a missing lock file is created: with the database file's
+/// permissions rather than the umask, and, when the writer runs as root,
+/// with the database file's owner (what SQLite does for `-wal` and `-shm`),
+/// so a root cron job never locks the web server's user out.
+#[derive(Debug, Clone, Copy)]
+struct Like {
+    mode: u32,
+    uid: u32,
+    gid: u32,
+}
+
+impl Like {
+    fn database(database: &Path) -> Option<Like> {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(database).ok().map(|m| Like {
+            mode: m.mode() & 0o666,
+            uid: m.uid(),
+            gid: m.gid(),
+        })
+    }
+}
+
+fn raw_open(path: &CString, flags: libc::c_int, mode: libc::c_uint) -> io::Result<i32> {
+    // SAFETY: a valid NUL-terminated path; the result is checked.
+    let fd = unsafe { libc::open(path.as_ptr(), flags | OPEN_FLAGS, mode) };
+    if fd < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(fd)
+    }
+}
+
+fn close_fd(fd: i32) {
+    // SAFETY: a descriptor we opened and nobody else knows.
+    unsafe {
+        libc::close(fd);
+    }
+}
+
+/// What a file that is not a regular file is, for the error.
+fn kind_of(mode: libc::mode_t) -> &'static str {
+    match mode & libc::S_IFMT {
+        libc::S_IFIFO => "a FIFO (named pipe)",
+        libc::S_IFDIR => "a directory",
+        libc::S_IFSOCK => "a socket",
+        libc::S_IFCHR => "a character device",
+        libc::S_IFBLK => "a block device",
+        libc::S_IFLNK => "a symbolic link",
+        _ => "not a regular file",
+    }
+}
+
+/// A user's name, or `uid N` when it has none.
+fn user_name(uid: u32) -> String {
+    let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut buf = vec![0 as libc::c_char; 1024];
+    let mut found: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: getpwuid_r writes into our buffers; the result is checked.
+    let rc = unsafe { libc::getpwuid_r(uid, &mut pwd, buf.as_mut_ptr(), buf.len(), &mut found) };
+    if rc == 0 && !found.is_null() && !pwd.pw_name.is_null() {
+        // SAFETY: pw_name points into buf, NUL-terminated.
+        let name = unsafe { std::ffi::CStr::from_ptr(pwd.pw_name) };
+        format!("{} (uid {uid})", name.to_string_lossy())
+    } else {
+        format!("uid {uid}")
+    }
 }
 
 impl LockFile {
     /// Opens (creating if missing, never truncating) a lock file. Falls back
     /// to read-only when the file exists but this user may not write it:
-    /// `flock()` works on a read-only descriptor.
-    pub fn open(path: &Path) -> io::Result<LockFile> {
-        let c_path = CString::new(path.as_os_str().as_bytes().to_vec()).map_err(|_| {
-            io::Error::new(io::ErrorKind::InvalidInput, "the path contains a NUL byte")
-        })?;
-        let mode: libc::c_uint = 0o666;
-        // SAFETY: c_path is a valid NUL-terminated string.
-        let mut fd = unsafe {
-            libc::open(
-                c_path.as_ptr(),
-                libc::O_RDWR | libc::O_CREAT | libc::O_CLOEXEC | libc::O_NOCTTY,
-                mode,
-            )
+    /// `flock()` works on a read-only descriptor. Refuses anything but a
+    /// regular file; a lease another process holds is waited for within
+    /// the deadline, never inside `open()`.
+    pub(crate) fn open(
+        path: &Path,
+        database: &Path,
+        kind: BusyKind,
+        deadline: &Deadline,
+    ) -> crate::Result<LockFile> {
+        let io_error = |source: io::Error| Error::LockFile {
+            path: path.to_path_buf(),
+            source,
         };
-        let mut writable = true;
-        if fd < 0 {
-            let err = io::Error::last_os_error();
+        let problem = |problem: LockFileProblem| Error::UnsafeLockFile {
+            path: path.to_path_buf(),
+            problem,
+        };
+        let c_path = CString::new(path.as_os_str().as_bytes().to_vec()).map_err(|_| {
+            io_error(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "the path contains a NUL byte",
+            ))
+        })?;
+        let mut created = false;
+        let opened = loop {
+            let err = match raw_open(&c_path, libc::O_RDWR, 0) {
+                Ok(fd) => break (fd, true),
+                Err(err) => err,
+            };
             match err.raw_os_error() {
-                Some(libc::EACCES) | Some(libc::EROFS) | Some(libc::EPERM) => {
-                    // SAFETY: as above.
-                    fd = unsafe {
-                        libc::open(
-                            c_path.as_ptr(),
-                            libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NOCTTY,
-                        )
-                    };
-                    if fd < 0 {
-                        return Err(err);
+                Some(libc::ENOENT) if !created => {
+                    created = true;
+                    match LockFile::create(&c_path, Like::database(database)) {
+                        Ok(fd) => break (fd, true),
+                        Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {}
+                        Err(e) => return Err(io_error(e)),
                     }
-                    writable = false;
                 }
-                _ => return Err(err),
+                Some(libc::EACCES) | Some(libc::EROFS) | Some(libc::EPERM) => {
+                    match raw_open(&c_path, libc::O_RDONLY, 0) {
+                        Ok(fd) => break (fd, false),
+                        Err(e) if e.raw_os_error() == Some(libc::EACCES) => {
+                            return Err(LockFile::access_error(path, e))
+                        }
+                        Err(e) => return Err(LockFile::classify(path, e)),
+                    }
+                }
+                Some(libc::EWOULDBLOCK) => {
+                    // A lease: O_NONBLOCK started its break instead of
+                    // waiting up to the kernel's lease-break-time (45 s).
+                    if deadline.passed() {
+                        return Err(problem(LockFileProblem::Leased));
+                    }
+                    if !deadline.sleep(Duration::from_millis(5)) {
+                        return Err(Error::Interrupted {
+                            kind,
+                            waited: deadline.waited(),
+                        });
+                    }
+                }
+                _ => return Err(LockFile::classify(path, err)),
             }
+        };
+        let (fd, writable) = opened;
+        // SAFETY: fstat into a zeroed struct; checked.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstat(fd, &mut st) } != 0 {
+            let err = io::Error::last_os_error();
+            close_fd(fd);
+            return Err(io_error(err));
+        }
+        if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+            close_fd(fd);
+            return Err(problem(LockFileProblem::NotRegular {
+                kind: kind_of(st.st_mode),
+            }));
         }
         register(fd);
         Ok(LockFile {
             fd,
             path: path.to_path_buf(),
             writable,
+            id: (st.st_dev, st.st_ino),
         })
+    }
+
+    /// Creates a missing lock file like the database file (see [`Like`]).
+    fn create(path: &CString, like: Option<Like>) -> io::Result<i32> {
+        let mode = like.map_or(0o666, |l| l.mode);
+        let fd = raw_open(path, libc::O_RDWR | libc::O_CREAT | libc::O_EXCL, mode)?;
+        if let Some(like) = like {
+            // SAFETY: plain system calls on the descriptor just created.
+            // Best effort: a file that keeps the umask's mode still works
+            // for this user.
+            unsafe {
+                libc::fchmod(fd, like.mode);
+                if libc::geteuid() == 0 {
+                    libc::fchown(fd, like.uid, like.gid);
+                }
+            }
+        }
+        Ok(fd)
+    }
+
+    /// The error for an `open()` failure that says what the file is.
+    fn classify(path: &Path, err: io::Error) -> Error {
+        let problem = match err.raw_os_error() {
+            Some(libc::ELOOP) => Some(LockFileProblem::SymbolicLink),
+            Some(libc::EISDIR) => Some(LockFileProblem::NotRegular {
+                kind: "a directory",
+            }),
+            Some(libc::ENXIO) | Some(libc::EOPNOTSUPP) => {
+                std::fs::symlink_metadata(path).ok().map(|m| {
+                    use std::os::unix::fs::MetadataExt;
+                    LockFileProblem::NotRegular {
+                        kind: kind_of(m.mode() as libc::mode_t),
+                    }
+                })
+            }
+            _ => None,
+        };
+        match problem {
+            Some(problem) => Error::UnsafeLockFile {
+                path: path.to_path_buf(),
+                problem,
+            },
+            None => Error::LockFile {
+                path: path.to_path_buf(),
+                source: err,
+            },
+        }
+    }
+
+    /// The error for a lock file this user may not open at all: who owns
+    /// it, its mode, who we are.
+    fn access_error(path: &Path, source: io::Error) -> Error {
+        use std::os::unix::fs::MetadataExt;
+        match std::fs::symlink_metadata(path) {
+            Ok(meta) => Error::LockFileAccess {
+                path: path.to_path_buf(),
+                owner: user_name(meta.uid()),
+                mode: meta.mode() & 0o7777,
+                // SAFETY: no arguments.
+                user: user_name(unsafe { libc::geteuid() }),
+                source,
+            },
+            Err(_) => Error::LockFile {
+                path: path.to_path_buf(),
+                source,
+            },
+        }
     }
 
     /// The raw descriptor.
@@ -284,24 +481,33 @@ pub struct LockFiles {
 }
 
 impl LockFiles {
-    /// Opens both files for `database`.
-    pub fn open(database: &Path) -> crate::Result<LockFiles> {
-        let lock_path = lock_path(database);
-        let lock = LockFile::open(&lock_path).map_err(|source| crate::Error::LockFile {
-            path: lock_path,
-            source,
-        })?;
-        let queue_path = queue_path(database);
-        let queue = match LockFile::open(&queue_path) {
+    /// Opens both files for `database`, waiting at most until `deadline`
+    /// (a lease another process holds). Two paths that name one file are
+    /// refused: every writer would wait for itself.
+    pub(crate) fn open(
+        database: &Path,
+        kind: BusyKind,
+        deadline: &Deadline,
+    ) -> crate::Result<LockFiles> {
+        let lock = LockFile::open(&lock_path(database), database, kind, deadline)?;
+        let queue = match LockFile::open(&queue_path(database), database, kind, deadline) {
             Ok(queue) => queue,
-            Err(source) => {
+            Err(err) => {
                 lock.close();
-                return Err(crate::Error::LockFile {
-                    path: queue_path,
-                    source,
-                });
+                return Err(err);
             }
         };
+        if lock.id == queue.id {
+            let err = Error::UnsafeLockFile {
+                path: queue.path.clone(),
+                problem: LockFileProblem::SameFile {
+                    other: lock.path.clone(),
+                },
+            };
+            lock.close();
+            queue.close();
+            return Err(err);
+        }
         Ok(LockFiles {
             lock,
             queue,

@@ -355,13 +355,32 @@ impl WriterQueue {
                 return Ok(());
             }
             if st.files.is_none() {
-                let files = LockFiles::open(&self.database)?;
-                st.page = if self.strategy == Strategy::Handoff && files.queue.writable() {
-                    Page::map(files.queue.fd())
-                } else {
-                    None
-                };
-                st.files = Some(files);
+                // Opened without the state's mutex (an open may wait for a
+                // lease, up to the limit), the handle owned meanwhile.
+                st.owner = Some(me);
+                drop(st);
+                let opened = LockFiles::open(&self.database, kind, deadline).map(|files| {
+                    let page = (self.strategy == Strategy::Handoff && files.queue.writable())
+                        .then(|| Page::map(files.queue.fd()))
+                        .flatten();
+                    (files, page)
+                });
+                st = self.state();
+                match opened {
+                    Ok((files, page)) => {
+                        st.files = Some(files);
+                        st.page = page;
+                    }
+                    Err(err) => {
+                        st.owner = None;
+                        let notify = st.waiting_threads > 0;
+                        drop(st);
+                        if notify {
+                            self.turn_free.notify_one();
+                        }
+                        return Err(err);
+                    }
+                }
             }
             let Some(files) = st.files.as_ref() else {
                 return Err(Error::NotHolding);

@@ -205,14 +205,20 @@ impl From<writerlock::Error> for wl_error {
             E::Busy(_) => wl_result::WL_BUSY,
             E::NotStarted { .. } => wl_result::WL_NOT_STARTED,
             E::Sqlite { .. } => wl_result::WL_SQLITE,
-            E::LockFile { .. } | E::Flock { .. } => wl_result::WL_IO,
+            E::LockFile { .. }
+            | E::LockFileAccess { .. }
+            | E::UnsafeLockFile { .. }
+            | E::Flock { .. } => wl_result::WL_IO,
             E::AlreadyHolding | E::NotHolding | E::InTransaction => wl_result::WL_STATE,
             E::InvalidArgument { .. } | E::WrongDatabase { .. } => wl_result::WL_INVALID_ARGUMENT,
             E::Interrupted { .. } => wl_result::WL_INTERRUPTED,
         };
         let mut out = wl_error::new(code, err.to_string());
         out.sqlite_code = err.sqlite_error_code().unwrap_or(0);
-        if let E::LockFile { source, .. } | E::Flock { source, .. } = &err {
+        if let E::LockFile { source, .. }
+        | E::LockFileAccess { source, .. }
+        | E::Flock { source, .. } = &err
+        {
             out.os_error = source.raw_os_error().unwrap_or(0);
         }
         if let Some(busy) = err.busy() {

@@ -168,7 +168,9 @@ pub fn queue_error(py: Python<'_>, err: WlError, original: Option<PyErr>) -> PyE
         },
         WlError::NotHolding | WlError::AlreadyHolding => ProgrammingError::new_err(message),
         WlError::InTransaction => OperationalError::new_err(message),
-        WlError::LockFile { source, .. } | WlError::Flock { source, .. } => {
+        WlError::LockFile { source, .. }
+        | WlError::LockFileAccess { source, .. }
+        | WlError::Flock { source, .. } => {
             let err = OperationalError::new_err(message);
             err.set_cause(py, Some(PyErr::from(source)));
             err
@@ -186,6 +188,7 @@ pub fn queue_error(py: Python<'_>, err: WlError, original: Option<PyErr>) -> PyE
         )),
         WlError::InvalidArgument { .. } => PyValueError::new_err(message),
         WlError::Interrupted { .. } => OperationalError::new_err(message),
+        WlError::UnsafeLockFile { .. } => OperationalError::new_err(message),
     }
 }
 
