@@ -8,6 +8,7 @@
 //!   alert functions, and the conversions of [`values`];
 //! * [`protocol`]: `PgProtocol`, the core's writer protocol without I/O, which
 //!   `writerlock/_drivers.py` runs on a psycopg (or psycopg2) connection;
+//! * [`dbapi`]: the placeholder checks behind `writerlock.postgres`' DB-API 2.0 errors;
 //! * [`errors`]: the mapping of the core's errors to the exception classes defined in
 //!   `writerlock/_errors.py`.
 //!
@@ -16,6 +17,7 @@
 
 use pyo3::prelude::*;
 
+pub mod dbapi;
 pub mod errors;
 pub mod pg;
 pub mod protocol;
@@ -29,5 +31,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     sqlite::register(m)?;
     pg::register(m)?;
     protocol::register(m)?;
+    dbapi::register(m)?;
     Ok(())
 }

@@ -110,7 +110,17 @@ class WrongDatabase(_Picklable, sqlite3.ProgrammingError, ValueError):
 # Postgres writer session
 
 
-class DatabaseError(_Picklable, sqlite3.DatabaseError):
+class Warning(_Picklable, sqlite3.Warning):  # noqa: A001 - PEP 249's name
+    """PEP 249's ``Warning`` for the Postgres writer session (a ``sqlite3.Warning``). The
+    session raises none today; it is here so that DB-API code that names it works."""
+
+
+class Error(_Picklable, sqlite3.Error):
+    """PEP 249's ``Error``: the base of every error of the Postgres writer session (a
+    ``sqlite3.Error``, so handlers written for the SQLite ledger catch it too)."""
+
+
+class DatabaseError(Error, sqlite3.DatabaseError):
     """An error of the Postgres writer session.
 
     ``sqlstate`` (also ``code``) is the five-character SQLSTATE where there is one (the
@@ -208,7 +218,7 @@ class SettingNotInEffect(OperationalError):
     dropped the startup options). ``setting``, ``expected`` and ``actual`` name it."""
 
 
-class InterfaceError(_Picklable, sqlite3.InterfaceError):
+class InterfaceError(Error, sqlite3.InterfaceError):
     """A database address that cannot be read, or a failure of the driver itself."""
 
 
@@ -277,6 +287,8 @@ def pg_error(kind: str, message: str, sqlstate: Optional[str], attrs: Dict[str, 
 for _cls in (Busy, NotStarted, NotAutocommit, WrongDatabase):
     _cls.__module__ = "writerlock"
 for _cls in (
+    Warning,
+    Error,
     DatabaseError,
     OperationalError,
     IntegrityError,

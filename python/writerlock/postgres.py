@@ -31,6 +31,9 @@ talks to the server.
 from __future__ import annotations
 
 import contextlib
+import datetime
+import re
+import time
 from dataclasses import dataclass
 from typing import (
     Any,
@@ -52,6 +55,7 @@ from ._errors import (
     ConnectionClosed,
     DatabaseError,
     DataError,
+    Error,
     IntegrityError,
     InterfaceError,
     InternalError,
@@ -61,10 +65,28 @@ from ._errors import (
     Refused,
     SessionEnded,
     SettingNotInEffect,
+    Warning,
     WriterLockNotGranted,
 )
 
 __all__ = [
+    "apilevel",
+    "threadsafety",
+    "paramstyle",
+    "Binary",
+    "Date",
+    "Time",
+    "Timestamp",
+    "DateFromTicks",
+    "TimeFromTicks",
+    "TimestampFromTicks",
+    "STRING",
+    "BINARY",
+    "NUMBER",
+    "DATETIME",
+    "ROWID",
+    "Warning",
+    "Error",
     "connect",
     "write",
     "DriverWrite",
@@ -142,6 +164,110 @@ UNSEEN_CLIENT: str = _native.PG_UNSEEN_CLIENT
 DEFAULT_POOL_SIZE: int = _native.PG_DEFAULT_POOL_SIZE
 
 Params = Union[Sequence[Any], None]
+
+# --------------------------------------------------------------------------------------------
+# DB-API 2.0 (PEP 249)
+
+#: PEP 249: this module follows DB-API 2.0.
+apilevel: str = "2.0"
+#: PEP 249: threads may share the module and connections (each connection runs one call at
+#: a time; a transaction is the connection's, so threads sharing one share it).
+threadsafety: int = 2
+#: PEP 249: ``?`` placeholders (``WHERE id = ?``); ``$1``, ``$2``... work as well.
+paramstyle: str = "qmark"
+
+#: PEP 249 constructors: ``bytes`` goes to a ``bytea`` parameter.
+Binary = bytes
+Date = datetime.date
+Time = datetime.time
+Timestamp = datetime.datetime
+
+
+def DateFromTicks(ticks: float) -> datetime.date:
+    """The local date of ``ticks`` seconds since the epoch (PEP 249)."""
+    return Date(*time.localtime(ticks)[:3])
+
+
+def TimeFromTicks(ticks: float) -> datetime.time:
+    """The local time of day of ``ticks`` seconds since the epoch (PEP 249)."""
+    return Time(*time.localtime(ticks)[3:6])
+
+
+def TimestampFromTicks(ticks: float) -> datetime.datetime:
+    """The local date and time of ``ticks`` seconds since the epoch (PEP 249)."""
+    return Timestamp(*time.localtime(ticks)[:6])
+
+
+class DBAPITypeObject:
+    """A PEP 249 type object: equal to the ``type_code`` (``cursor.description[i][1]``, the
+    Postgres type name such as ``int4``) of every column type it stands for."""
+
+    def __init__(self, name: str, *type_names: str) -> None:
+        self.name = name
+        self.type_names = frozenset(type_names)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, DBAPITypeObject):
+            return self.type_names == other.type_names
+        if isinstance(other, str):
+            return other in self.type_names
+        return NotImplemented
+
+    def __ne__(self, other: object) -> bool:
+        result = self.__eq__(other)
+        return result if result is NotImplemented else not result
+
+    def __hash__(self) -> int:
+        return hash(self.type_names)
+
+    def __repr__(self) -> str:
+        return f"<writerlock.postgres type object {self.name}>"
+
+
+STRING = DBAPITypeObject("STRING", "text", "varchar", "bpchar", "char", "name", "citext", "unknown")
+BINARY = DBAPITypeObject("BINARY", "bytea")
+NUMBER = DBAPITypeObject("NUMBER", "int2", "int4", "int8", "float4", "float8", "numeric", "oid", "money")
+DATETIME = DBAPITypeObject("DATETIME", "date", "time", "timetz", "timestamp", "timestamptz", "interval")
+ROWID = DBAPITypeObject("ROWID", "oid", "tid")
+
+_INSERT = re.compile(r"\A(?:\s+|--[^\n]*(?:\n|\Z)|/\*.*?\*/)*INSERT\b", re.IGNORECASE | re.DOTALL)
+
+
+def _pyformat_error(marker: str) -> ProgrammingError:
+    if marker.startswith("%("):
+        how = (
+            f"write ? where it says {marker} and pass the values as a tuple, in the order of "
+            "the ?s"
+        )
+    else:
+        how = f"write ? where it says {marker} and pass the values as a tuple"
+    return ProgrammingError(
+        f"the statement uses {marker}, psycopg's placeholder style; writerlock.postgres takes "
+        f"? placeholders (or $1, $2, ...): {how}, for example "
+        "conn.execute(\"UPDATE t SET x = ? WHERE id = ?\", (x, id))"
+    )
+
+
+def _check_placeholders(sql: str, params: Any) -> None:
+    """Answers psycopg's ``%s`` / ``%(name)s`` with a client error that says to use ``?``,
+    before anything is sent, when parameters are given for them."""
+    marker = _native.pg_pyformat_marker(sql)
+    if marker is None:
+        return
+    if isinstance(params, dict) or (params and not _native.pg_has_placeholders(sql)):
+        raise _pyformat_error(marker)
+
+
+def _lastrowid(sql: str, description: Any, rows: List[Tuple[Any, ...]]) -> Optional[int]:
+    """The row id the server gave: the one integer an ``INSERT ... RETURNING id`` of one row
+    returned. Postgres has no implicit row id, so any other statement gives ``None``."""
+    if description is None or len(description) != 1 or len(rows) != 1:
+        return None
+    value = rows[0][0]
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value if _INSERT.match(sql) else None
+
 
 
 def _settings(version: int, required: int, options: Dict[str, Any]) -> Any:
@@ -239,7 +365,10 @@ def refusal_message(version: int, floor: int) -> str:
 class Cursor:
     """The result of one statement, sqlite3-like: ``fetchone``, ``fetchmany``,
     ``fetchall``, iteration, ``rowcount``, ``description``. Rows are tuples (or what the
-    connection's ``row_factory`` makes of them)."""
+    connection's ``row_factory`` makes of them). ``description[i][1]`` is the column's
+    Postgres type name, equal to one of the type objects :data:`STRING`, :data:`NUMBER`...
+    ``lastrowid`` is the id an ``INSERT ... RETURNING id`` of one row returned (Postgres has
+    no implicit row id), else ``None``."""
 
     arraysize: int = 1
     lastrowid: Optional[int] = None
@@ -256,7 +385,15 @@ class Cursor:
         """Runs one statement with ``?`` or ``$n`` placeholders."""
         if not isinstance(sql, str):
             raise TypeError(f"sql must be a str, not {type(sql).__name__}")
-        description, rows, rowcount = self.connection._session.execute(sql, params)
+        _check_placeholders(sql, params)
+        try:
+            description, rows, rowcount = self.connection._session.execute(sql, params)
+        except ProgrammingError as err:
+            marker = _native.pg_pyformat_marker(sql) if err.sqlstate == "42601" else None
+            if marker is not None:
+                raise _pyformat_error(marker) from err
+            raise
+        self.lastrowid = _lastrowid(sql, description, rows)
         self.description = description
         self._rows = rows
         self._pos = 0
@@ -409,6 +546,18 @@ class Connection:
     """
 
     row_factory: Optional[Callable[[Any, Tuple[Any, ...]], Any]] = None
+
+    # PEP 249's optional extension: the exception classes on the connection.
+    Warning = Warning
+    Error = Error
+    InterfaceError = InterfaceError
+    DatabaseError = DatabaseError
+    DataError = DataError
+    OperationalError = OperationalError
+    IntegrityError = IntegrityError
+    InternalError = InternalError
+    ProgrammingError = ProgrammingError
+    NotSupportedError = NotSupportedError
 
     def __init__(
         self, dsn: str, *, version: int = VERSION, required: int = REQUIRED, **options: Any

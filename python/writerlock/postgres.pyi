@@ -1,3 +1,4 @@
+import datetime
 import sqlite3
 from contextlib import AbstractContextManager
 from typing import (
@@ -30,11 +31,46 @@ KEPT_CLOSED_ALERTS: int
 UNSEEN_CLIENT: str
 DEFAULT_POOL_SIZE: int
 
+apilevel: str
+threadsafety: int
+paramstyle: str
+
+Binary = bytes
+Date = datetime.date
+Time = datetime.time
+Timestamp = datetime.datetime
+
+def DateFromTicks(ticks: float) -> datetime.date: ...
+def TimeFromTicks(ticks: float) -> datetime.time: ...
+def TimestampFromTicks(ticks: float) -> datetime.datetime: ...
+
+class DBAPITypeObject:
+    """Equal to the ``type_code`` of every column type it stands for."""
+
+    name: str
+    type_names: frozenset[str]
+    def __init__(self, name: str, *type_names: str) -> None: ...
+    def __eq__(self, other: object) -> bool: ...
+    def __ne__(self, other: object) -> bool: ...
+    def __hash__(self) -> int: ...
+
+STRING: DBAPITypeObject
+BINARY: DBAPITypeObject
+NUMBER: DBAPITypeObject
+DATETIME: DBAPITypeObject
+ROWID: DBAPITypeObject
+
 _Params = Optional[Sequence[Any]]
 _Row = Tuple[Any, ...]
 _Description = Tuple[Tuple[str, str, None, None, None, None, None], ...]
 
-class DatabaseError(sqlite3.DatabaseError):
+class Warning(sqlite3.Warning):
+    """PEP 249's ``Warning``."""
+
+class Error(sqlite3.Error):
+    """PEP 249's ``Error``: the base of every error of the Postgres writer session."""
+
+class DatabaseError(Error, sqlite3.DatabaseError):
     """An error of the Postgres writer session, carrying its SQLSTATE."""
 
     sqlstate: Optional[str]
@@ -82,7 +118,7 @@ class SettingNotInEffect(OperationalError):
     expected: str
     actual: str
 
-class InterfaceError(sqlite3.InterfaceError): ...
+class InterfaceError(Error, sqlite3.InterfaceError): ...
 
 class RefusedWriter:
     writer: str
@@ -148,6 +184,16 @@ class Write:
 
 class Connection:
     row_factory: Optional[Callable[[Cursor, _Row], Any]]
+    Warning: type[Warning]
+    Error: type[Error]
+    InterfaceError: type[InterfaceError]
+    DatabaseError: type[DatabaseError]
+    DataError: type[DataError]
+    OperationalError: type[OperationalError]
+    IntegrityError: type[IntegrityError]
+    InternalError: type[InternalError]
+    ProgrammingError: type[ProgrammingError]
+    NotSupportedError: type[NotSupportedError]
     def __init__(
         self,
         dsn: str,

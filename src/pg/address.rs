@@ -1,10 +1,12 @@
-//! A database address: the parsed connection string, a display form without the password,
-//! and redaction of the password from any text.
+//! A database address: the parsed connection string completed as libpq completes it (the
+//! `PG*` environment variables, the password file, libpq's defaults), a display form
+//! without the password, and redaction of the password from any text.
 
 use std::str::FromStr;
 
 use postgres::config::Host;
 
+use super::environment::{password_from_file, Environment, DEFAULT_PORT, DEFAULT_SOCKET_DIR};
 use super::error::{describe, Error};
 
 /// A parsed database address (a `postgresql://` URL or libpq `key=value` pairs).
@@ -15,6 +17,7 @@ pub struct Address {
     config: postgres::Config,
     display: String,
     secrets: Vec<String>,
+    notes: Vec<String>,
 }
 
 impl std::fmt::Debug for Address {
@@ -30,15 +33,27 @@ impl std::fmt::Display for Address {
 }
 
 impl Address {
-    /// Parses `url`; the error names what is wrong without the password.
+    /// Parses `url` and completes what it leaves out from this process's environment, as
+    /// libpq does (see [`Address::parse_in`]); the error names what is wrong without the
+    /// password.
     pub fn parse(url: &str) -> Result<Address, Error> {
+        Address::parse_in(url, &Environment::current())
+    }
+
+    /// Parses `url` and completes what it leaves out from `env`, as libpq does: the host
+    /// from `PGHOST` (else the Unix socket in `/var/run/postgresql`), the port from `PGPORT`
+    /// (else 5432), the user from `PGUSER` (else the operating-system user), the database
+    /// from `PGDATABASE`, the password from `PGPASSWORD` or the password file (`PGPASSFILE`,
+    /// else `~/.pgpass`), the application name from `PGAPPNAME` and the options from
+    /// `PGOPTIONS`. What the address names always wins.
+    pub fn parse_in(url: &str, env: &Environment) -> Result<Address, Error> {
         let mut secrets = raw_passwords(url);
         if url.trim().is_empty() {
             return Err(Error::InvalidUrl {
                 reason: "it is empty".to_string(),
             });
         }
-        let config = match postgres::Config::from_str(url) {
+        let mut config = match postgres::Config::from_str(url) {
             Ok(config) => config,
             Err(err) => {
                 return Err(Error::InvalidUrl {
@@ -46,6 +61,7 @@ impl Address {
                 })
             }
         };
+        let notes = complete(&mut config, env)?;
         if let Some(pw) = config.get_password() {
             secrets.push(String::from_utf8_lossy(pw).into_owned());
         }
@@ -62,7 +78,14 @@ impl Address {
             config,
             display: redact(&display, &secrets),
             secrets,
+            notes,
         })
+    }
+
+    /// What completing the address noticed that may explain a failed connection, such as a
+    /// password file that was not used because others can read it.
+    pub fn notes(&self) -> &[String] {
+        &self.notes
     }
 
     /// The driver configuration.
@@ -82,6 +105,83 @@ impl Address {
             .iter()
             .all(|h| !matches!(h, Host::Tcp(_)))
     }
+}
+
+/// Fills in what `config` leaves out from `env`; returns notes for a failed connection.
+fn complete(config: &mut postgres::Config, env: &Environment) -> Result<Vec<String>, Error> {
+    let mut notes = Vec::new();
+    if config.get_hosts().is_empty() {
+        match env.var("PGHOST") {
+            Some(hosts) => {
+                for host in hosts.split(',').map(str::trim).filter(|h| !h.is_empty()) {
+                    config.host(host);
+                }
+            }
+            None => {
+                config.host_path(DEFAULT_SOCKET_DIR);
+            }
+        }
+    }
+    if config.get_ports().is_empty() {
+        if let Some(ports) = env.var("PGPORT") {
+            for port in ports.split(',').map(str::trim) {
+                let port: u16 = port.parse().map_err(|_| Error::InvalidUrl {
+                    reason: format!(
+                        "the environment variable PGPORT is {ports:?}, which is not a port \
+                         number"
+                    ),
+                })?;
+                config.port(port);
+            }
+        }
+    }
+    if config.get_user().is_none() {
+        if let Some(user) = env.var("PGUSER").or(env.os_user()) {
+            config.user(user);
+        }
+    }
+    if config.get_dbname().is_none() {
+        if let Some(db) = env.var("PGDATABASE") {
+            config.dbname(db);
+        }
+    }
+    if config.get_application_name().is_none() {
+        if let Some(name) = env.var("PGAPPNAME") {
+            config.application_name(name);
+        }
+    }
+    if config.get_options().is_none() {
+        if let Some(options) = env.var("PGOPTIONS") {
+            config.options(options);
+        }
+    }
+    if config.get_password().is_none() {
+        if let Some(pw) = env.var("PGPASSWORD") {
+            config.password(pw);
+        } else if let Some(file) = env.password_file() {
+            let host = match config.get_hosts().first() {
+                Some(Host::Tcp(name)) => name.clone(),
+                // libpq matches a Unix socket against `localhost`.
+                _ => "localhost".to_string(),
+            };
+            let port = config
+                .get_ports()
+                .first()
+                .copied()
+                .unwrap_or(DEFAULT_PORT)
+                .to_string();
+            let user = config.get_user().unwrap_or_default().to_string();
+            let db = config.get_dbname().unwrap_or(&user).to_string();
+            match password_from_file(&file, &host, &port, &db, &user) {
+                Ok(Some(pw)) => {
+                    config.password(pw);
+                }
+                Ok(None) => {}
+                Err(note) => notes.push(note),
+            }
+        }
+    }
+    Ok(notes)
 }
 
 fn display_of(config: &postgres::Config) -> String {
@@ -214,6 +314,74 @@ mod tests {
         assert_eq!(a.redact("p w"), "***");
     }
 
+    fn env(vars: &[(&str, &str)]) -> Environment {
+        Environment::new(vars.iter().copied(), None, Some("osuser".to_string()))
+    }
+
+    #[test]
+    fn what_the_address_leaves_out_comes_from_the_environment() {
+        let e = env(&[
+            ("PGHOST", "db.example"),
+            ("PGPORT", "6543"),
+            ("PGUSER", "alice"),
+            ("PGDATABASE", "ledger"),
+            ("PGPASSWORD", "hunter2"),
+            ("PGAPPNAME", "swarm"),
+        ]);
+        let a = Address::parse_in("postgresql://", &e).unwrap();
+        assert_eq!(a.to_string(), "postgresql://alice@db.example:6543/ledger");
+        assert_eq!(a.config().get_password(), Some(&b"hunter2"[..]));
+        assert_eq!(a.config().get_application_name(), Some("swarm"));
+        assert_eq!(a.redact("hunter2"), "***");
+        // What the address names wins.
+        let a = Address::parse_in("postgresql://bob:pw@other:5000/db2", &e).unwrap();
+        assert_eq!(a.to_string(), "postgresql://bob@other:5000/db2");
+        assert_eq!(a.config().get_password(), Some(&b"pw"[..]));
+        let a = Address::parse_in("dbname=mine", &e).unwrap();
+        assert_eq!(a.to_string(), "postgresql://alice@db.example:6543/mine");
+    }
+
+    #[test]
+    fn libpqs_defaults_without_environment() {
+        let a = Address::parse_in("postgresql:///ledger", &env(&[])).unwrap();
+        assert_eq!(
+            a.to_string(),
+            "postgresql://osuser@/var/run/postgresql:5432/ledger"
+        );
+        assert!(a.is_unix_socket());
+        let err = Address::parse_in("postgresql://", &env(&[("PGPORT", "x")])).unwrap_err();
+        assert!(err.to_string().contains("PGPORT"), "{err}");
+    }
+
+    #[test]
+    fn password_file_is_read_for_the_address() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("pgpass");
+        std::fs::write(
+            &file,
+            "db.example:6543:ledger:alice:fromfile\nlocalhost:*:*:*:socket\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let path = file.to_str().unwrap();
+        let e = env(&[("PGPASSFILE", path)]);
+        let a = Address::parse_in("postgresql://alice@db.example:6543/ledger", &e).unwrap();
+        assert_eq!(a.config().get_password(), Some(&b"fromfile"[..]));
+        assert_eq!(a.redact("fromfile"), "***");
+        let a = Address::parse_in("host=/tmp dbname=x", &e).unwrap();
+        assert_eq!(a.config().get_password(), Some(&b"socket"[..]));
+        // PGPASSWORD comes before the file.
+        let e2 = env(&[("PGPASSFILE", path), ("PGPASSWORD", "env")]);
+        let a = Address::parse_in("postgresql://alice@db.example:6543/ledger", &e2).unwrap();
+        assert_eq!(a.config().get_password(), Some(&b"env"[..]));
+        // A file others can read is not used, and the address says why.
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let a = Address::parse_in("postgresql://alice@db.example:6543/ledger", &e).unwrap();
+        assert_eq!(a.config().get_password(), None);
+        assert!(a.notes()[0].contains("chmod 0600"), "{:?}", a.notes());
+    }
+
     #[test]
     fn bad_urls_do_not_echo_the_password() {
         for url in [
@@ -222,7 +390,7 @@ mod tests {
             "host=db password=hunter2 port=nope",
             "",
         ] {
-            let err = Address::parse(url).unwrap_err();
+            let err = Address::parse_in(url, &env(&[])).unwrap_err();
             let text = err.to_string();
             assert!(matches!(err, Error::InvalidUrl { .. }), "{url}");
             assert!(!text.contains("hunter2"), "{text}");

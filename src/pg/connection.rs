@@ -82,6 +82,16 @@ fn classify(sql: &str) -> Kind {
     }
 }
 
+/// A driver's connect error followed by what completing the address noticed (a password
+/// file that was not used, and why).
+fn with_notes(mut reason: String, notes: &[String]) -> String {
+    for note in notes {
+        reason.push_str("; ");
+        reason.push_str(note);
+    }
+    reason
+}
+
 /// A column value as raw bytes, decoded afterwards with the column's type.
 struct Raw<'a>(Option<&'a [u8]>);
 
@@ -138,7 +148,7 @@ impl Connection {
             .connect_timeout(settings.get_connect_timeout());
         let client = config.connect(NoTls).map_err(|err| Error::Connect {
             address: address.to_string(),
-            reason: address.redact(&describe(&err)),
+            reason: address.redact(&with_notes(describe(&err), address.notes())),
             code: err.code().cloned(),
         })?;
         let mut conn = Connection {

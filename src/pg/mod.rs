@@ -40,6 +40,7 @@ pub mod address;
 pub mod admin;
 pub mod alerts;
 pub mod connection;
+pub mod environment;
 pub mod error;
 pub mod floor;
 pub mod placeholder;

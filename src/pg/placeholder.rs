@@ -38,10 +38,25 @@ pub fn parameter_count(sql: &str) -> usize {
     }
 }
 
+/// The first placeholder of psycopg's styles (`%s` or `%(name)s`) in `sql` outside string
+/// literals, quoted identifiers, comments and dollar quotes, as written; `None` when there
+/// is none. These are not Postgres placeholders, so a host can tell its user to write `?`
+/// instead of letting the server answer with a syntax error at `%`.
+pub fn pyformat_marker(sql: &str) -> Option<&str> {
+    scan(sql).pyformat.map(|(start, end)| &sql[start..end])
+}
+
+/// Whether `sql` has `?` or `$n` placeholders outside literals and comments.
+pub fn has_placeholders(sql: &str) -> bool {
+    let marks = scan(sql);
+    marks.positional || !marks.questions.is_empty()
+}
+
 struct Marks {
     questions: Vec<usize>,
     positional: bool,
     highest: usize,
+    pyformat: Option<(usize, usize)>,
 }
 
 fn is_ident(b: u8) -> bool {
@@ -54,6 +69,7 @@ fn scan(sql: &str) -> Marks {
         questions: Vec::new(),
         positional: false,
         highest: 0,
+        pyformat: None,
     };
     let mut i = 0;
     while i < b.len() {
@@ -113,6 +129,13 @@ fn scan(sql: &str) -> Marks {
                 marks.questions.push(i);
                 i += 1;
             }
+            b'%' => {
+                let end = pyformat_end(b, i);
+                if let (Some(end), None) = (end, marks.pyformat) {
+                    marks.pyformat = Some((i, end));
+                }
+                i = end.unwrap_or(i + 1);
+            }
             c if is_ident(c) => {
                 // Skip a whole identifier or keyword, so `a$1` or `E` inside a word do not
                 // start anything.
@@ -143,6 +166,27 @@ fn skip_quoted(b: &[u8], mut i: usize, quote: u8, escapes: bool) -> usize {
         }
     }
     b.len()
+}
+
+/// If a `%s` or `%(name)s` placeholder starts at `i`, the index after it. `%s` followed by
+/// a letter, digit or `_` is the modulo operator before a name, not a placeholder.
+fn pyformat_end(b: &[u8], i: usize) -> Option<usize> {
+    match b.get(i + 1) {
+        Some(b's') => {
+            let next = b.get(i + 2).copied();
+            (!next.is_some_and(is_ident)).then_some(i + 2)
+        }
+        Some(b'(') => {
+            let name = i + 2;
+            let close = b[name..].iter().position(|&c| c == b')')? + name;
+            let ok = close > name
+                && b[name..close]
+                    .iter()
+                    .all(|&c| c.is_ascii_alphanumeric() || c == b'_');
+            (ok && b.get(close + 1) == Some(&b's')).then_some(close + 2)
+        }
+        _ => None,
+    }
 }
 
 /// If a dollar-quote tag (`$$` or `$tag$`) starts at `i`, the index after it.
@@ -206,6 +250,24 @@ mod tests {
     fn identifiers_with_dollar_and_casts() {
         assert_eq!(translate("SELECT a$b, ?::int"), "SELECT a$b, $1::int");
         assert_eq!(translate("SELECT ?"), "SELECT $1");
+    }
+
+    #[test]
+    fn finds_psycopgs_placeholders_outside_literals() {
+        assert_eq!(
+            pyformat_marker("UPDATE t SET x = %s WHERE id = %s"),
+            Some("%s")
+        );
+        assert_eq!(
+            pyformat_marker("SELECT * FROM t WHERE id = %(id)s"),
+            Some("%(id)s")
+        );
+        assert_eq!(pyformat_marker("SELECT '%s', \"%s\", $$%s$$ -- %s\n"), None);
+        assert_eq!(pyformat_marker("SELECT a % b, 7 %sum FROM t"), None);
+        assert_eq!(pyformat_marker("SELECT 10 % 3, format('%s', 1)"), None);
+        assert_eq!(pyformat_marker("SELECT %(bad name)s, %"), None);
+        assert!(has_placeholders("SELECT ?") && has_placeholders("SELECT $1"));
+        assert!(!has_placeholders("SELECT '?'"));
     }
 
     #[test]
