@@ -1029,7 +1029,16 @@ pub struct PageSnapshot {
 pub fn inspect(queue_file: &std::path::Path) -> Option<PageSnapshot> {
     use std::mem::offset_of;
     use std::os::unix::fs::FileExt;
-    let file = std::fs::File::open(queue_file).ok()?;
+    use std::os::unix::fs::OpenOptionsExt;
+    // Like the writers: never through a symlink, never blocking on a FIFO.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(queue_file)
+        .ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
     let mut bytes = vec![0u8; PAGE_BYTES];
     file.read_exact_at(&mut bytes, 0).ok()?;
     let u64_at = |at: usize| u64::from_ne_bytes(bytes[at..at + 8].try_into().unwrap_or([0; 8]));
@@ -1037,7 +1046,15 @@ pub fn inspect(queue_file: &std::path::Path) -> Option<PageSnapshot> {
     if u64_at(offset_of!(Header, identity)) != IDENTITY {
         return None;
     }
-    let pid = u32_at(offset_of!(Header, holder_pid));
+    let boot = boot_id();
+    let this_boot = u64_at(offset_of!(Header, boot)) == (boot >> 64) as u64
+        && u64_at(offset_of!(Header, boot) + 8) == boot as u64;
+    // A holder recorded before a reboot is no holder now.
+    let pid = if this_boot {
+        u32_at(offset_of!(Header, holder_pid))
+    } else {
+        0
+    };
     let since = u64_at(offset_of!(Header, held_since_us));
     let slots = offset_of!(Layout, slots);
     let slot_size = std::mem::size_of::<Slot>();

@@ -28,4 +28,4 @@ pub mod wait;
 pub use error::{Busy, BusyKind, Error, LockFileProblem, Result, SqliteFailure};
 pub use queue::WriterQueue;
 pub use sqlite::{RawSqlite, SqliteSession};
-pub use wait::{Strategy, Wait};
+pub use wait::{Interrupt, Strategy, Wait};
