@@ -33,11 +33,12 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-/** The setting a transaction's busy message names by default. */
+/** The setting a transaction's busy message names in Exponential's driver (a C program's
+ *  default, with `setting` NULL, names the function's argument instead). */
 #define WL_TRANSACTION_SETTING "[DatabaseSettings] SQLiteTransactionWait"
 /** The setting a transaction's busy message names on the command line. */
 #define WL_CLI_TRANSACTION_SETTING "[DatabaseSettings] SQLiteCLITransactionWait"
-/** The setting a statement's busy message names by default. */
+/** The setting a statement's busy message names in Exponential's driver. */
 #define WL_BUSY_SETTING "[DatabaseSettings] SQLiteBusyTimeout"
 /** The setting a statement's busy message names on the command line. */
 #define WL_CLI_BUSY_SETTING "[DatabaseSettings] SQLiteCLIBusyTimeout"
@@ -172,6 +173,13 @@ typedef enum wl_result {
      * taken; nothing was written.
      */
     WL_INTERRUPTED = 8,
+    /**
+     * The connection's main database is not the file the queue serves (a
+     * typo, or a relative path resolved elsewhere): its writers would not
+     * exclude the others, so nothing was run. The message names both files;
+     * make the queue with `wl_queue_for_connection`.
+     */
+    WL_WRONG_DATABASE = 9,
     /**
      * No Postgres session could be opened (an unreachable server, a refused
      * login, an address that cannot be read). The message never contains
@@ -856,6 +864,40 @@ enum wl_result wl_queue_new_with_strategy(const char *path,
                                           struct wl_queue **out);
 
 /**
+ * Creates a queue for `db`'s own main database file, as SQLite names it
+ * (`sqlite3_db_filename(db, "main")`), so the path is never typed twice.
+ * `db` is only asked for its file name: it is not kept, and the queue may
+ * serve any connection to the same file.
+ *
+ * On success `*out` is a new queue the caller owns and frees with
+ * `wl_queue_free`; on failure `*out` is NULL (`WL_INVALID_ARGUMENT` when
+ * `db` is NULL). An in-memory or temporary database has no file and no
+ * other writers: its queue grants the turn at once.
+ */
+enum wl_result wl_queue_for_connection(struct sqlite3 *db, struct wl_queue **out);
+
+/**
+ * Interrupts the waits for the writer turn running on `queue`: each one
+ * returns `WL_INTERRUPTED` within 10 ms (`the wait for the writer turn was
+ * interrupted after 1.2 s; nothing was written`), without the turn and with
+ * nothing written or begun on the connection.
+ *
+ * Async-signal-safe: it only sets an atomic flag, so a `SIGINT` or `SIGTERM`
+ * handler may call it, as may any other thread. The flag stays set until a
+ * wait ends on it, so a signal that arrives just before a wait starts still
+ * ends that wait; a turn that is free is granted all the same, since
+ * nothing waits for it. `wl_queue_clear_interrupt` withdraws a request that
+ * no wait took. NULL is ignored.
+ */
+void wl_queue_interrupt(const struct wl_queue *queue);
+
+/**
+ * Withdraws an interrupt request that no wait has taken yet (see
+ * `wl_queue_interrupt`). Async-signal-safe. NULL is ignored.
+ */
+void wl_queue_clear_interrupt(const struct wl_queue *queue);
+
+/**
  * Frees a queue. A turn it still holds is given back (the transaction on
  * the caller's connection is not ended: end it first). NULL is ignored.
  */
@@ -867,12 +909,16 @@ void wl_queue_free(struct wl_queue *queue);
  * timeout to the time left and runs `BEGIN IMMEDIATE` on it.
  *
  * `setting` names the setting the limit came from, quoted in the busy
- * message; NULL means `[DatabaseSettings] SQLiteTransactionWait`.
+ * message; NULL names this argument (`wait_seconds of wl_queue_begin`).
+ * Exponential's driver passes `WL_TRANSACTION_SETTING`.
  *
- * Returns `WL_BUSY` when the wait ran out, `WL_NOT_STARTED` when `BEGIN
- * IMMEDIATE` failed otherwise, `WL_STATE` when `db` is already in a
- * transaction or this thread already holds the turn, `WL_IO` when a lock
- * file cannot be opened. On any failure the turn is given back and nothing
+ * Returns `WL_BUSY` when the wait ran out, `WL_INTERRUPTED` when
+ * `wl_queue_interrupt` ended it, `WL_NOT_STARTED` when `BEGIN IMMEDIATE`
+ * failed otherwise, `WL_STATE` when `db` is already in a transaction or
+ * this thread already holds the turn, `WL_WRONG_DATABASE` when `db` is a
+ * connection to another database file, `WL_IO` when a lock file cannot be
+ * opened. `db`'s busy timeout is put back as it was when the transaction
+ * ends (and on failure). On any failure the turn is given back and nothing
  * was written. End the transaction with `wl_queue_commit` or
  * `wl_queue_rollback`.
  *
@@ -903,9 +949,12 @@ enum wl_result wl_queue_rollback(const struct wl_queue *queue, struct sqlite3 *d
  * `WL_BUSY_TIMEOUT`, 5) and retries a lock SQLite reports within the time
  * left; reads, and statements inside an open transaction, run at once.
  *
- * `setting` names the limit's setting in the busy message; NULL means
- * `[DatabaseSettings] SQLiteBusyTimeout`. Returns `WL_BUSY` when the wait
- * ran out (the statement was not run), `WL_SQLITE` when SQLite failed it.
+ * `setting` names the limit's setting in the busy message; NULL names this
+ * argument (`busy_timeout_seconds of wl_queue_exec`). Returns `WL_BUSY` when the wait
+ * ran out (the statement was not run), `WL_INTERRUPTED` when
+ * `wl_queue_interrupt` ended the wait, `WL_WRONG_DATABASE` when `db` is a
+ * connection to another database file, `WL_SQLITE` when SQLite failed it.
+ * `db`'s busy timeout is put back as it was.
  */
 enum wl_result wl_queue_exec(const struct wl_queue *queue,
                              struct sqlite3 *db,
@@ -920,7 +969,8 @@ enum wl_result wl_queue_exec(const struct wl_queue *queue,
  *
  * `kind` is `WL_BUSY_TRANSACTION` (the wait is raised to at least 1 s) or
  * `WL_BUSY_STATEMENT`, and picks the busy message; `setting` as for
- * `wl_queue_begin` / `wl_queue_exec` (NULL: the default of the kind).
+ * `wl_queue_begin` / `wl_queue_exec` (NULL: `wait_seconds of
+ * wl_queue_take`).
  * `waited_out`, if not NULL, receives how long it waited in seconds.
  */
 enum wl_result wl_queue_take(const struct wl_queue *queue,

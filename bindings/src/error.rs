@@ -51,6 +51,11 @@ pub enum wl_result {
     /// The wait for the writer turn was interrupted before the turn was
     /// taken; nothing was written.
     WL_INTERRUPTED = 8,
+    /// The connection's main database is not the file the queue serves (a
+    /// typo, or a relative path resolved elsewhere): its writers would not
+    /// exclude the others, so nothing was run. The message names both files;
+    /// make the queue with `wl_queue_for_connection`.
+    WL_WRONG_DATABASE = 9,
     /// No Postgres session could be opened (an unreachable server, a refused
     /// login, an address that cannot be read). The message never contains
     /// the password.
@@ -90,7 +95,7 @@ impl wl_result {
 }
 
 /// Every code.
-fn all_codes() -> [wl_result; 18] {
+fn all_codes() -> [wl_result; 19] {
     [
         wl_result::WL_OK,
         wl_result::WL_BUSY,
@@ -101,6 +106,7 @@ fn all_codes() -> [wl_result; 18] {
         wl_result::WL_STATE,
         wl_result::WL_PANIC,
         wl_result::WL_INTERRUPTED,
+        wl_result::WL_WRONG_DATABASE,
         wl_result::WL_PG_CONNECT,
         wl_result::WL_PG_SETTING,
         wl_result::WL_PG_NOT_GRANTED,
@@ -210,7 +216,8 @@ impl From<writerlock::Error> for wl_error {
             | E::UnsafeLockFile { .. }
             | E::Flock { .. } => wl_result::WL_IO,
             E::AlreadyHolding | E::NotHolding | E::InTransaction => wl_result::WL_STATE,
-            E::InvalidArgument { .. } | E::WrongDatabase { .. } => wl_result::WL_INVALID_ARGUMENT,
+            E::InvalidArgument { .. } => wl_result::WL_INVALID_ARGUMENT,
+            E::WrongDatabase { .. } => wl_result::WL_WRONG_DATABASE,
             E::Interrupted { .. } => wl_result::WL_INTERRUPTED,
         };
         let mut out = wl_error::new(code, err.to_string());
@@ -477,6 +484,7 @@ fn name_c(code: wl_result) -> &'static std::ffi::CStr {
         wl_result::WL_STATE => c"WL_STATE",
         wl_result::WL_PANIC => c"WL_PANIC",
         wl_result::WL_INTERRUPTED => c"WL_INTERRUPTED",
+        wl_result::WL_WRONG_DATABASE => c"WL_WRONG_DATABASE",
         wl_result::WL_PG_CONNECT => c"WL_PG_CONNECT",
         wl_result::WL_PG_SETTING => c"WL_PG_SETTING",
         wl_result::WL_PG_NOT_GRANTED => c"WL_PG_NOT_GRANTED",
@@ -506,6 +514,7 @@ mod tests {
             (wl_result::WL_STATE, 6),
             (wl_result::WL_PANIC, 7),
             (wl_result::WL_INTERRUPTED, 8),
+            (wl_result::WL_WRONG_DATABASE, 9),
             (wl_result::WL_PG_CONNECT, 100),
             (wl_result::WL_PG_SETTING, 101),
             (wl_result::WL_PG_NOT_GRANTED, 102),

@@ -6,8 +6,11 @@
 //! the caller's own `sqlite3*`; it never opens a connection itself.
 
 use std::ffi::c_char;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use libsqlite3_sys as ffi_sqlite;
+use writerlock::wait::Interrupt;
 use writerlock::{BusyKind, RawSqlite, Strategy, Wait, WriterQueue};
 
 use crate::error::{wl_busy_kind, wl_error, wl_result};
@@ -49,6 +52,32 @@ pub const WL_STRATEGY_POLL: wl_strategy = 1;
 #[allow(non_camel_case_types)]
 pub struct wl_queue {
     queue: WriterQueue,
+    /// Set by `wl_queue_interrupt` (from a signal handler or another
+    /// thread); read by the waits' interrupt check.
+    interrupt: Arc<AtomicBool>,
+}
+
+impl wl_queue {
+    fn new(queue: WriterQueue) -> wl_queue {
+        wl_queue {
+            queue,
+            interrupt: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// `wait` ending early once `wl_queue_interrupt` sets the flag.
+    fn interruptible(&self, wait: Wait) -> Wait {
+        let flag = Arc::clone(&self.interrupt);
+        wait.with_interrupt(Interrupt::new(move || flag.load(Ordering::Acquire)))
+    }
+
+    /// Clears the flag a wait ended on, so the next wait waits again.
+    fn after<T>(&self, result: writerlock::Result<T>) -> writerlock::Result<T> {
+        if let Err(writerlock::Error::Interrupted { .. }) = &result {
+            self.interrupt.store(false, Ordering::Release);
+        }
+        result
+    }
 }
 
 /// The caller's connection, checked for NULL.
@@ -60,9 +89,12 @@ fn connection(db: *mut sqlite3) -> Result<RawSqlite, wl_error> {
 }
 
 /// A wait for a transaction (below 1 s raised to 1 s) or a statement, with
-/// the caller's setting name or the default.
+/// the caller's setting name, or by default the argument the limit came
+/// from (`wait_seconds of wl_queue_begin`): a C program has no
+/// `[DatabaseSettings]`, so its busy message names what its author wrote.
 fn wait_of(
     kind: BusyKind,
+    function: &'static str,
     name: &'static str,
     limit: f64,
     setting: Option<&str>,
@@ -74,7 +106,7 @@ fn wait_of(
     };
     Ok(match setting {
         Some(s) => wait.with_setting(s),
-        None => wait,
+        None => wait.with_setting(format!("{name} of {function}")),
     })
 }
 
@@ -85,9 +117,7 @@ fn new_queue(
 ) -> Result<(), wl_error> {
     let out = try_out!(out);
     let path = try_str!(path);
-    let queue = Box::new(wl_queue {
-        queue: WriterQueue::with_strategy(path, strategy),
-    });
+    let queue = Box::new(wl_queue::new(WriterQueue::with_strategy(path, strategy)));
     put(out, Box::into_raw(queue));
     Ok(())
 }
@@ -129,6 +159,61 @@ pub extern "C" fn wl_queue_new_with_strategy(
     })
 }
 
+/// Creates a queue for `db`'s own main database file, as SQLite names it
+/// (`sqlite3_db_filename(db, "main")`), so the path is never typed twice.
+/// `db` is only asked for its file name: it is not kept, and the queue may
+/// serve any connection to the same file.
+///
+/// On success `*out` is a new queue the caller owns and frees with
+/// `wl_queue_free`; on failure `*out` is NULL (`WL_INVALID_ARGUMENT` when
+/// `db` is NULL). An in-memory or temporary database has no file and no
+/// other writers: its queue grants the turn at once.
+#[no_mangle]
+pub extern "C" fn wl_queue_for_connection(db: *mut sqlite3, out: *mut *mut wl_queue) -> wl_result {
+    run("wl_queue_for_connection", || {
+        let out = try_out!(out);
+        let conn = connection(db)?;
+        let queue = WriterQueue::for_connection(&conn)?;
+        put(out, Box::into_raw(Box::new(wl_queue::new(queue))));
+        Ok(())
+    })
+}
+
+/// Interrupts the waits for the writer turn running on `queue`: each one
+/// returns `WL_INTERRUPTED` within 10 ms (`the wait for the writer turn was
+/// interrupted after 1.2 s; nothing was written`), without the turn and with
+/// nothing written or begun on the connection.
+///
+/// Async-signal-safe: it only sets an atomic flag, so a `SIGINT` or `SIGTERM`
+/// handler may call it, as may any other thread. The flag stays set until a
+/// wait ends on it, so a signal that arrives just before a wait starts still
+/// ends that wait; a turn that is free is granted all the same, since
+/// nothing waits for it. `wl_queue_clear_interrupt` withdraws a request that
+/// no wait took. NULL is ignored.
+// A plain dereference rather than `ffi::deref`, whose NULL error allocates:
+// nothing that allocates may run in a signal handler.
+#[allow(clippy::not_unsafe_ptr_arg_deref)]
+#[no_mangle]
+pub extern "C" fn wl_queue_interrupt(queue: *const wl_queue) {
+    // No `value()` boundary: nothing here can panic, and a signal handler
+    // must not touch the thread's last-error slot.
+    // SAFETY: the caller passes NULL or a live queue from wl_queue_new.
+    if let Some(queue) = unsafe { queue.as_ref() } {
+        queue.interrupt.store(true, Ordering::Release);
+    }
+}
+
+/// Withdraws an interrupt request that no wait has taken yet (see
+/// `wl_queue_interrupt`). Async-signal-safe. NULL is ignored.
+#[allow(clippy::not_unsafe_ptr_arg_deref)]
+#[no_mangle]
+pub extern "C" fn wl_queue_clear_interrupt(queue: *const wl_queue) {
+    // SAFETY: the caller passes NULL or a live queue from wl_queue_new.
+    if let Some(queue) = unsafe { queue.as_ref() } {
+        queue.interrupt.store(false, Ordering::Release);
+    }
+}
+
 /// Frees a queue. A turn it still holds is given back (the transaction on
 /// the caller's connection is not ended: end it first). NULL is ignored.
 #[no_mangle]
@@ -143,12 +228,16 @@ pub extern "C" fn wl_queue_free(queue: *mut wl_queue) {
 /// timeout to the time left and runs `BEGIN IMMEDIATE` on it.
 ///
 /// `setting` names the setting the limit came from, quoted in the busy
-/// message; NULL means `[DatabaseSettings] SQLiteTransactionWait`.
+/// message; NULL names this argument (`wait_seconds of wl_queue_begin`).
+/// Exponential's driver passes `WL_TRANSACTION_SETTING`.
 ///
-/// Returns `WL_BUSY` when the wait ran out, `WL_NOT_STARTED` when `BEGIN
-/// IMMEDIATE` failed otherwise, `WL_STATE` when `db` is already in a
-/// transaction or this thread already holds the turn, `WL_IO` when a lock
-/// file cannot be opened. On any failure the turn is given back and nothing
+/// Returns `WL_BUSY` when the wait ran out, `WL_INTERRUPTED` when
+/// `wl_queue_interrupt` ended it, `WL_NOT_STARTED` when `BEGIN IMMEDIATE`
+/// failed otherwise, `WL_STATE` when `db` is already in a transaction or
+/// this thread already holds the turn, `WL_WRONG_DATABASE` when `db` is a
+/// connection to another database file, `WL_IO` when a lock file cannot be
+/// opened. `db`'s busy timeout is put back as it was when the transaction
+/// ends (and on failure). On any failure the turn is given back and nothing
 /// was written. End the transaction with `wl_queue_commit` or
 /// `wl_queue_rollback`.
 ///
@@ -165,8 +254,14 @@ pub extern "C" fn wl_queue_begin(
         let queue = try_ref!(queue);
         let conn = connection(db)?;
         let setting = try_opt_str!(setting);
-        let wait = wait_of(BusyKind::Transaction, "wait_seconds", wait_seconds, setting)?;
-        queue.queue.begin(&conn, &wait)?;
+        let wait = wait_of(
+            BusyKind::Transaction,
+            "wl_queue_begin",
+            "wait_seconds",
+            wait_seconds,
+            setting,
+        )?;
+        queue.after(queue.queue.begin(&conn, &queue.interruptible(wait)))?;
         Ok(())
     })
 }
@@ -201,9 +296,12 @@ pub extern "C" fn wl_queue_rollback(queue: *const wl_queue, db: *mut sqlite3) ->
 /// `WL_BUSY_TIMEOUT`, 5) and retries a lock SQLite reports within the time
 /// left; reads, and statements inside an open transaction, run at once.
 ///
-/// `setting` names the limit's setting in the busy message; NULL means
-/// `[DatabaseSettings] SQLiteBusyTimeout`. Returns `WL_BUSY` when the wait
-/// ran out (the statement was not run), `WL_SQLITE` when SQLite failed it.
+/// `setting` names the limit's setting in the busy message; NULL names this
+/// argument (`busy_timeout_seconds of wl_queue_exec`). Returns `WL_BUSY` when the wait
+/// ran out (the statement was not run), `WL_INTERRUPTED` when
+/// `wl_queue_interrupt` ended the wait, `WL_WRONG_DATABASE` when `db` is a
+/// connection to another database file, `WL_SQLITE` when SQLite failed it.
+/// `db`'s busy timeout is put back as it was.
 #[no_mangle]
 pub extern "C" fn wl_queue_exec(
     queue: *const wl_queue,
@@ -219,11 +317,12 @@ pub extern "C" fn wl_queue_exec(
         let setting = try_opt_str!(setting);
         let wait = wait_of(
             BusyKind::Statement,
+            "wl_queue_exec",
             "busy_timeout_seconds",
             busy_timeout_seconds,
             setting,
         )?;
-        queue.queue.execute(&conn, sql, &wait)?;
+        queue.after(queue.queue.execute(&conn, sql, &queue.interruptible(wait)))?;
         Ok(())
     })
 }
@@ -234,7 +333,8 @@ pub extern "C" fn wl_queue_exec(
 ///
 /// `kind` is `WL_BUSY_TRANSACTION` (the wait is raised to at least 1 s) or
 /// `WL_BUSY_STATEMENT`, and picks the busy message; `setting` as for
-/// `wl_queue_begin` / `wl_queue_exec` (NULL: the default of the kind).
+/// `wl_queue_begin` / `wl_queue_exec` (NULL: `wait_seconds of
+/// wl_queue_take`).
 /// `waited_out`, if not NULL, receives how long it waited in seconds.
 #[no_mangle]
 pub extern "C" fn wl_queue_take(
@@ -258,8 +358,8 @@ pub extern "C" fn wl_queue_take(
             }
         };
         let setting = try_opt_str!(setting);
-        let wait = wait_of(kind, "wait_seconds", wait_seconds, setting)?;
-        let waited = queue.queue.take(kind, &wait)?;
+        let wait = wait_of(kind, "wl_queue_take", "wait_seconds", wait_seconds, setting)?;
+        let waited = queue.after(queue.queue.take(kind, &queue.interruptible(wait)))?;
         put_opt(waited_out, waited.as_secs_f64());
         Ok(())
     })

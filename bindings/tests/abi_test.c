@@ -19,7 +19,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -33,9 +35,10 @@
 /* The SQLite queue                                                          */
 /* ------------------------------------------------------------------------ */
 
+/* With `setting` NULL, a C program's busy message names the function's argument. */
 static const char BUSY_1S[] =
     "database is busy: the transaction could not start within 1 s (waited 1.0 s, "
-    "[DatabaseSettings] SQLiteTransactionWait), another write held the lock all that time; "
+    "wait_seconds of wl_queue_begin), another write held the lock all that time; "
     "nothing was written";
 
 static void test_header_constants(void) {
@@ -395,6 +398,8 @@ static int holder_child(const char *path, int ready_fd, int go_fd) {
     return rc;
 }
 
+static void check_driver_setting(wl_queue *q, sqlite3 *db);
+
 static void test_busy_holder_and_waiter(void) {
     char path[PATH_MAX];
     scratch_path(path, "busy.db");
@@ -427,7 +432,7 @@ static void test_busy_holder_and_waiter(void) {
     /* Warm up the busy path first: under valgrind the first run of any code is
      * translated (tens of ms), which would show in the waited time below. */
     EXPECT_RC(WL_BUSY, wl_queue_take(q, WL_BUSY_STATEMENT, 0.1, NULL, NULL));
-    CHECK_CONTAINS(last_message(), "(limit 0.1 s, [DatabaseSettings] SQLiteBusyTimeout)");
+    CHECK_CONTAINS(last_message(), "(limit 0.1 s, wait_seconds of wl_queue_take)");
 
     /* A transaction with a 1 s wait: the seed's exact message and the fields. The
      * message quotes the waited time, so a machine too loaded to end the wait within
@@ -443,7 +448,7 @@ static void test_busy_holder_and_waiter(void) {
         char with_waited[512];
         snprintf(with_waited, sizeof with_waited,
                  "database is busy: the transaction could not start within 1 s (waited %.1f s, "
-                 "[DatabaseSettings] SQLiteTransactionWait), another write held the lock all "
+                 "wait_seconds of wl_queue_begin), another write held the lock all "
                  "that time; nothing was written",
                  waited);
         CHECK_STR(last_message(), with_waited);
@@ -459,7 +464,7 @@ static void test_busy_holder_and_waiter(void) {
         CHECK(wl_error_busy_limit(err) == 1.0, "limit %f", wl_error_busy_limit(err));
         char setting[128];
         wl_error_busy_setting(err, setting, sizeof setting);
-        CHECK_STR(setting, "[DatabaseSettings] SQLiteTransactionWait");
+        CHECK_STR(setting, "wait_seconds of wl_queue_begin");
         CHECK(wl_error_busy_holder_pid(err) == (uint32_t)child, "holder pid %u, expected %d",
               wl_error_busy_holder_pid(err), (int)child);
         CHECK(wl_error_sqlite_code(err) == SQLITE_BUSY, "sqlite code %d",
@@ -489,6 +494,8 @@ static void test_busy_holder_and_waiter(void) {
     CHECK_CONTAINS(last_message(), "could not start within 1 s (waited 1.");
     CHECK_CONTAINS(last_message(), "[Test] TakeWait), another write held the lock");
 
+    check_driver_setting(q, db);
+
     /* Let the holder roll back; then the turn is granted at once. */
     close(go[1]);
     int status = wait_child(child);
@@ -500,6 +507,211 @@ static void test_busy_holder_and_waiter(void) {
     EXPECT_RC(WL_OK, wl_queue_rollback(q, db));
     close(ready[0]);
     wl_queue_free(q);
+    sqlite3_close(db);
+}
+
+/* Exponential's driver passes its INI setting's name and gets the driver's exact text. */
+static void check_driver_setting(wl_queue *q, sqlite3 *db) {
+    EXPECT_RC(WL_BUSY, wl_queue_exec(q, db, "INSERT INTO t VALUES (8)", 0.1, WL_BUSY_SETTING));
+    CHECK_CONTAINS(last_message(), "(limit 0.1 s, [DatabaseSettings] SQLiteBusyTimeout) and was "
+                                   "not run; nothing was written");
+    EXPECT_RC(WL_BUSY, wl_queue_exec(q, db, "INSERT INTO t VALUES (8)", 0.1, NULL));
+    CHECK_CONTAINS(last_message(), "(limit 0.1 s, busy_timeout_seconds of wl_queue_exec) and "
+                                   "was not run; nothing was written");
+}
+
+/* --- interrupting a wait (from a signal handler, from another thread) ------- */
+
+static wl_queue *volatile interrupt_target;
+
+static void interrupt_on_signal(int sig) {
+    (void)sig;
+    wl_queue_interrupt(interrupt_target); /* async-signal-safe */
+}
+
+struct interrupter {
+    wl_queue *queue;
+    int delay_ms;
+};
+
+static void *interrupt_later(void *arg) {
+    struct interrupter *it = arg;
+    struct timespec ts = {it->delay_ms / 1000, (long)(it->delay_ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+    wl_queue_interrupt(it->queue);
+    return NULL;
+}
+
+/* An interrupted wait: WL_INTERRUPTED soon after the request, the exact message, no turn,
+ * no transaction, and the next wait waits again. */
+static void check_interrupted(wl_queue *q, sqlite3 *db, double t0, const char *how) {
+    double elapsed = now() - t0;
+    CHECK(wl_last_error_code() == WL_INTERRUPTED, "%s: %s", how,
+          wl_result_name(wl_last_error_code()));
+    CHECK(elapsed >= 0.2 && elapsed < 1.5,
+          "%s: the wait ended after %.3f s, the interrupt came at 0.3 s", how, elapsed);
+    double waited = -1;
+    char expected[256];
+    if (sscanf(last_message(), "the wait for the writer turn was interrupted after %lf",
+               &waited) != 1)
+        waited = -1;
+    snprintf(expected, sizeof expected,
+             "the wait for the writer turn was interrupted after %.1f s; nothing was written",
+             waited);
+    CHECK_STR(last_message(), expected);
+    CHECK(waited >= 0.2 && waited < 1.5, "%s: waited %.3f s", how, waited);
+    CHECK(!wl_queue_holding(q), "%s: the turn is held after WL_INTERRUPTED", how);
+    CHECK(sqlite3_get_autocommit(db) == 1, "%s: a transaction was begun", how);
+    /* The request was used up: the next wait runs to its limit. */
+    EXPECT_RC(WL_BUSY, wl_queue_take(q, WL_BUSY_STATEMENT, 0.1, NULL, NULL));
+}
+
+static void test_interrupt(void) {
+    char path[PATH_MAX];
+    scratch_path(path, "interrupt.db");
+    sqlite3 *setup = open_db(path);
+    CHECK(sqlite3_exec(setup, "CREATE TABLE t(x INTEGER)", NULL, NULL, NULL) == SQLITE_OK,
+          "create table");
+    sqlite3_close(setup);
+    int ready[2], go[2];
+    if (pipe(ready) != 0 || pipe(go) != 0) {
+        CHECK(0, "pipe: %s", strerror(errno));
+        return;
+    }
+    fflush(NULL);
+    pid_t child = fork();
+    if (child == 0) {
+        close(ready[0]);
+        close(go[1]);
+        exit(holder_child(path, ready[1], go[0]));
+    }
+    close(ready[1]);
+    close(go[0]);
+    char b;
+    CHECK(read(ready[0], &b, 1) == 1, "the holder did not get its turn");
+    sqlite3 *db = open_db(path);
+    wl_queue *q = NULL;
+    EXPECT_RC(WL_OK, wl_queue_new(path, &q));
+    /* Warm up the busy path (valgrind translates code on its first run). */
+    EXPECT_RC(WL_BUSY, wl_queue_take(q, WL_BUSY_STATEMENT, 0.1, NULL, NULL));
+
+    /* 1. From a SIGALRM handler, 0.3 s into a 20 s wait for a transaction. */
+    interrupt_target = q;
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = interrupt_on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGALRM, &sa, &old);
+    struct itimerval timer = {{0, 0}, {0, 300000}};
+    setitimer(ITIMER_REAL, &timer, NULL);
+    double t0 = now();
+    EXPECT_RC(WL_INTERRUPTED, wl_queue_begin(q, db, 20.0, NULL));
+    check_interrupted(q, db, t0, "begin interrupted by a signal handler");
+    sigaction(SIGALRM, &old, NULL);
+
+    /* 2. From another thread, a queued statement's wait. */
+    struct interrupter it = {q, 300};
+    pthread_t thread;
+    CHECK(pthread_create(&thread, NULL, interrupt_later, &it) == 0, "pthread_create");
+    t0 = now();
+    EXPECT_RC(WL_INTERRUPTED, wl_queue_exec(q, db, "INSERT INTO t VALUES (1)", 20.0, NULL));
+    pthread_join(thread, NULL);
+    check_interrupted(q, db, t0, "exec interrupted by another thread");
+
+    /* 3. And wl_queue_take's. */
+    CHECK(pthread_create(&thread, NULL, interrupt_later, &it) == 0, "pthread_create");
+    t0 = now();
+    EXPECT_RC(WL_INTERRUPTED, wl_queue_take(q, WL_BUSY_TRANSACTION, 20.0, NULL, NULL));
+    pthread_join(thread, NULL);
+    check_interrupted(q, db, t0, "take interrupted by another thread");
+
+    /* A request no wait took is withdrawn with wl_queue_clear_interrupt. */
+    wl_queue_interrupt(q);
+    wl_queue_clear_interrupt(q);
+    EXPECT_RC(WL_BUSY, wl_queue_take(q, WL_BUSY_STATEMENT, 0.1, NULL, NULL));
+    wl_queue_interrupt(NULL);
+    wl_queue_clear_interrupt(NULL);
+
+    close(go[1]);
+    CHECK(wait_child(child) == 0, "the holder failed");
+    /* Nothing the interrupted calls were given was written. */
+    CHECK(count_rows(db, "SELECT count(*) FROM t WHERE x = 1") == 0, "an interrupted write ran");
+    /* A pending request does not refuse a free turn. */
+    wl_queue_interrupt(q);
+    EXPECT_RC(WL_OK, wl_queue_begin(q, db, 5.0, NULL));
+    EXPECT_RC(WL_OK, wl_queue_rollback(q, db));
+    close(ready[0]);
+    wl_queue_free(q);
+    sqlite3_close(db);
+}
+
+/* --- the queue from the connection, another database refused, the busy timeout kept --- */
+
+static long busy_timeout_of(sqlite3 *db) {
+    return count_rows(db, "PRAGMA busy_timeout");
+}
+
+static void test_for_connection(void) {
+    char path[PATH_MAX], other[PATH_MAX];
+    scratch_path(path, "for_connection.db");
+    scratch_path(other, "typo.db");
+    sqlite3 *db = open_db(path);
+    CHECK(sqlite3_exec(db, "CREATE TABLE t(x INTEGER)", NULL, NULL, NULL) == SQLITE_OK,
+          "create table");
+
+    /* The queue made from the connection serves its file. */
+    wl_queue *q = NULL;
+    EXPECT_RC(WL_OK, wl_queue_for_connection(db, &q));
+    char served[PATH_MAX];
+    wl_queue_database(q, served, sizeof served);
+    char real[PATH_MAX];
+    CHECK(realpath(path, real) != NULL, "realpath");
+    CHECK_STR(served, real);
+
+    /* The caller's busy timeout is put back after a transaction and a statement. */
+    sqlite3_busy_timeout(db, 7000);
+    EXPECT_RC(WL_OK, wl_queue_begin(q, db, WL_TRANSACTION_WAIT, NULL));
+    CHECK(sqlite3_exec(db, "INSERT INTO t VALUES (1)", NULL, NULL, NULL) == SQLITE_OK, "insert");
+    EXPECT_RC(WL_OK, wl_queue_commit(q, db));
+    CHECK(busy_timeout_of(db) == 7000, "busy timeout %ld after a transaction, expected 7000",
+          busy_timeout_of(db));
+    EXPECT_RC(WL_OK, wl_queue_exec(q, db, "INSERT INTO t VALUES (2)", WL_BUSY_TIMEOUT, NULL));
+    CHECK(busy_timeout_of(db) == 7000, "busy timeout %ld after a statement, expected 7000",
+          busy_timeout_of(db));
+    EXPECT_RC(WL_OK, wl_queue_begin(q, db, WL_TRANSACTION_WAIT, NULL));
+    EXPECT_RC(WL_OK, wl_queue_rollback(q, db));
+    CHECK(busy_timeout_of(db) == 7000, "busy timeout %ld after a rollback, expected 7000",
+          busy_timeout_of(db));
+    wl_queue_free(q);
+
+    /* A queue for another file refuses this connection, naming both, and runs nothing. */
+    wl_queue *typo = NULL;
+    EXPECT_RC(WL_OK, wl_queue_new(other, &typo));
+    EXPECT_RC(WL_WRONG_DATABASE, wl_queue_begin(typo, db, WL_TRANSACTION_WAIT, NULL));
+    CHECK_CONTAINS(last_message(), "typo.db");
+    CHECK_CONTAINS(last_message(), "for_connection.db");
+    CHECK_CONTAINS(last_message(), "nothing was run");
+    CHECK_STR(wl_result_name(WL_WRONG_DATABASE), "WL_WRONG_DATABASE");
+    CHECK(sqlite3_get_autocommit(db) == 1, "a transaction was begun on the wrong database");
+    CHECK(!wl_queue_holding(typo), "the wrong queue holds a turn");
+    EXPECT_RC(WL_WRONG_DATABASE,
+              wl_queue_exec(typo, db, "INSERT INTO t VALUES (3)", WL_BUSY_TIMEOUT, NULL));
+    CHECK(count_rows(db, "SELECT count(*) FROM t WHERE x = 3") == 0, "the statement ran");
+    CHECK(!file_exists(other, ".writer-lock"), "the wrong queue created its lock file");
+    wl_queue_free(typo);
+
+    /* An in-memory connection has no other writers: its queue grants the turn at once. */
+    sqlite3 *mem = NULL;
+    CHECK(sqlite3_open(":memory:", &mem) == SQLITE_OK, "open :memory:");
+    wl_queue *none = NULL;
+    EXPECT_RC(WL_OK, wl_queue_for_connection(mem, &none));
+    EXPECT_RC(WL_OK, wl_queue_begin(none, mem, 1.0, NULL));
+    EXPECT_RC(WL_OK, wl_queue_commit(none, mem));
+    wl_queue_free(none);
+    none = NULL;
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_queue_for_connection(NULL, &none));
+    CHECK(none == NULL, "*out is set on failure");
+    sqlite3_close(mem);
     sqlite3_close(db);
 }
 
@@ -976,6 +1188,8 @@ int main(int argc, char **argv) {
     RUN(test_state_errors, filter);
     RUN(test_not_a_database, filter);
     RUN(test_busy_holder_and_waiter, filter);
+    RUN(test_interrupt, filter);
+    RUN(test_for_connection, filter);
     RUN(test_two_processes_contend, filter);
 
     admin_url = getenv("TEST_DATABASE_URL");
