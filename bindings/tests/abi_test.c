@@ -217,7 +217,7 @@ static void test_missing_directory(void) {
     /* A connection to another database (here in memory) is refused before any lock file
      * is opened: its writers would not exclude this database's. */
     sqlite3 *mem = open_db(":memory:");
-    EXPECT_RC(WL_INVALID_ARGUMENT, wl_queue_begin(q, mem, 1.0, NULL));
+    EXPECT_RC(WL_WRONG_DATABASE, wl_queue_begin(q, mem, 1.0, NULL));
     CHECK_CONTAINS(last_message(), path);
     CHECK_CONTAINS(last_message(), "the connection's database is an in-memory or temporary database");
     CHECK(!wl_queue_holding(q), "holding after a failed begin");
