@@ -14,7 +14,7 @@ import psycopg2
 import psycopg_pool
 import pytest
 
-from conftest import generation, wait_until
+from conftest import backend_alive, generation, wait_until
 from writerlock import postgres
 
 REFUSAL_1_2 = (
@@ -312,3 +312,21 @@ def test_other_connections_are_refused_with_a_type_error() -> None:
         postgres.write(conn, "main")
     with pytest.raises(TypeError):
         postgres.check_session(conn)
+
+
+def test_a_session_the_server_ends_inside_the_block_is_reported_for_what_it_is(open_driver, pg_db) -> None:  # type: ignore[no-untyped-def]
+    native = _ledger(pg_db)
+    conn = open_driver(idle_in_transaction=1.0)
+    with pytest.raises(postgres.OperationalError) as info:
+        with postgres.write(conn, "main", idle_in_transaction=1.0) as w:
+            w.execute("UPDATE ledgers SET generation = generation + 1 WHERE slug = 'main'")
+            pid = _pid(conn)
+            # Idle inside the transaction until the server ends the session.
+            assert wait_until(lambda: not backend_alive(native, pid), timeout=20.0, interval=0.05)
+    err = info.value
+    if isinstance(err, postgres.SessionEnded):
+        assert err.sqlstate == "25P03" and "idle-in-transaction timeout" in str(err)
+    else:
+        # psycopg2 reports only a closed connection: the outcome is unknown, and says so.
+        assert err.sqlstate == "08007" and "whether it committed is unknown" in str(err), err
+    assert generation(native) == 0
