@@ -549,17 +549,18 @@ impl PageRef {
         Place { index, ticket }
     }
 
-    /// Gives the slot up.
+    /// Gives the slot up. The liveness lock goes last: whoever holds it
+    /// owns the slot, so nobody can take the slot over before it is empty.
     pub(crate) fn leave(&self, place: Place) {
         let slot = &self.layout().slots[place.index];
         slot.ticket.store(0, Ordering::Release);
+        slot.pid.store(0, Ordering::Release);
         let _ = ofd_lock(
             self.fd,
             libc::F_OFD_SETLK,
             libc::F_UNLCK as libc::c_short,
             place.index,
         );
-        slot.pid.store(0, Ordering::Release);
     }
 
     /// True when the slot's waiter is alive (its liveness byte is locked).
