@@ -16,6 +16,7 @@
 //! in system calls). Messages are the core's, word for word.
 
 mod exceptions;
+mod interrupt;
 mod queue;
 mod session;
 mod zend;

@@ -28,10 +28,11 @@ use ext_php_rs::prelude::*;
 use ext_php_rs::types::{ZendCallable, ZendObject, Zval};
 use ext_php_rs::zend::{ce, ClassEntry, ExecutorGlobals};
 use writerlock::lockfiles::{is_in_memory, lock_path};
-use writerlock::wait::{BUSY_SETTING, TRANSACTION_SETTING};
-use writerlock::{Error, SqliteFailure, SqliteSession, Wait, WriterQueue};
+use writerlock::wait::{BUSY_SETTING, MIN_TRANSACTION_WAIT, TRANSACTION_SETTING};
+use writerlock::{BusyKind, Error, SqliteFailure, SqliteSession, Wait, WriterQueue};
 
 use crate::exceptions::{self, BusyDetails, Kind};
+use crate::interrupt::{self, Stopped};
 use crate::session::{ConnKind, PhpSqlite, SQLITE_MISUSE};
 use crate::zend;
 
@@ -171,10 +172,12 @@ fn connection<'z>(zv: &'z Zval, method: &str) -> Result<(&'z ZendObject, ConnKin
             type_name(zv)
         )));
     }
-    let driver = zend::without_warnings(|| {
-        object.try_call_method("getAttribute", vec![&PDO_ATTR_DRIVER_NAME])
+    let (driver, thrown) = zend::without_signal_handlers(|| {
+        let driver = zend::without_warnings(|| {
+            object.try_call_method("getAttribute", vec![&PDO_ATTR_DRIVER_NAME])
+        });
+        (driver, ExecutorGlobals::take_exception())
     });
-    let thrown = ExecutorGlobals::take_exception();
     match driver.ok().and_then(|zv| zv.string()) {
         Some(name) if thrown.is_none() && name == "sqlite" => Ok((object, ConnKind::Pdo)),
         Some(name) if thrown.is_none() => Err(PhpException::new(
@@ -318,6 +321,17 @@ fn to_php(err: &Error) -> PhpException {
             other.sqlite_error_code().map(i64::from).unwrap_or(0),
         ),
     }
+}
+
+/// What a method returns when a signal handler threw during its wait: the
+/// handler's exception is pending and propagates (this one is not thrown
+/// over it).
+fn handler_threw() -> PhpException {
+    PhpException::new(
+        "a signal handler ended the wait for the writer turn; nothing was written".into(),
+        0,
+        ce::error(),
+    )
 }
 
 fn current_pid() -> u32 {
@@ -570,9 +584,21 @@ impl Queue {
                 })
             });
         }
-        let wait = Wait::statement(limit).with_setting(setting);
         let before = self.core.last_wait();
-        match self.core.execute(&session, &sql, &wait) {
+        let core = Arc::clone(&self.core);
+        let outcome = interrupt::run(
+            BusyKind::Statement,
+            limit,
+            &setting,
+            Wait::statement,
+            |wait| core.execute(&session, &sql, wait),
+        );
+        let outcome = match outcome {
+            Ok(()) => Ok(()),
+            Err(Stopped::Core(err)) => Err(err),
+            Err(Stopped::HandlerThrew) => return Err(handler_threw()),
+        };
+        match outcome {
             Ok(()) => {
                 // The core notes a wait only when the statement queued; a
                 // read, or a statement inside an open transaction, waited 0.
@@ -647,8 +673,20 @@ impl Queue {
                 0,
             ));
         }
-        let wait = Wait::transaction(limit).with_setting(setting);
-        match self.core.begin(&session, &wait) {
+        let core = Arc::clone(&self.core);
+        let outcome = interrupt::run(
+            BusyKind::Transaction,
+            limit.max(MIN_TRANSACTION_WAIT),
+            &setting,
+            Wait::transaction,
+            |wait| core.begin(&session, wait),
+        );
+        let outcome = match outcome {
+            Ok(()) => Ok(()),
+            Err(Stopped::Core(err)) => Err(err),
+            Err(Stopped::HandlerThrew) => return Err(handler_threw()),
+        };
+        match outcome {
             Ok(()) => {
                 self.took = Some(current_pid());
                 self.began_on = Some(object.get_id());

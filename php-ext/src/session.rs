@@ -87,24 +87,30 @@ impl<'a> PhpSqlite<'a> {
     }
 
     fn call(&self, method: &str, args: Vec<&dyn IntoZvalDyn>) -> Result<Zval, Thrown> {
-        let result = zend::without_warnings(|| self.db.try_call_method(method, args));
-        if let Some(exception) = ExecutorGlobals::take_exception() {
-            let engine_error = exception.instance_of(ext_php_rs::zend::ce::error());
-            let message = exception
-                .try_call_method("getMessage", vec![])
-                .ok()
-                .and_then(|m| m.string())
-                .unwrap_or_else(|| format!("SQLite3::{method}() failed"));
-            // Whatever getMessage() might have thrown is dropped as well.
-            drop(ExecutorGlobals::take_exception());
-            return Err(Thrown {
-                message,
-                engine_error,
-            });
-        }
-        result.map_err(|e| Thrown {
-            message: format!("SQLite3::{method}() could not be called: {e}"),
-            engine_error: true,
+        let class = match self.kind {
+            ConnKind::Sqlite3 => "SQLite3",
+            ConnKind::Pdo => "PDO",
+        };
+        zend::without_signal_handlers(|| {
+            let result = zend::without_warnings(|| self.db.try_call_method(method, args));
+            if let Some(exception) = ExecutorGlobals::take_exception() {
+                let engine_error = exception.instance_of(ext_php_rs::zend::ce::error());
+                let message = exception
+                    .try_call_method("getMessage", vec![])
+                    .ok()
+                    .and_then(|m| m.string())
+                    .unwrap_or_else(|| format!("{class}::{method}() failed"));
+                // Whatever getMessage() might have thrown is dropped as well.
+                drop(ExecutorGlobals::take_exception());
+                return Err(Thrown {
+                    message,
+                    engine_error,
+                });
+            }
+            result.map_err(|e| Thrown {
+                message: format!("{class}::{method}() could not be called: {e}"),
+                engine_error: true,
+            })
         })
     }
 
@@ -184,10 +190,13 @@ impl<'a> PhpSqlite<'a> {
             ConnKind::Pdo => match self.call("query", vec![&sql]) {
                 Ok(statement) => match statement.object() {
                     Some(statement) => {
-                        let fetched = zend::without_warnings(|| {
-                            statement.try_call_method("fetchColumn", vec![])
+                        let (fetched, thrown) = zend::without_signal_handlers(|| {
+                            let fetched = zend::without_warnings(|| {
+                                statement.try_call_method("fetchColumn", vec![])
+                            });
+                            (fetched, ExecutorGlobals::take_exception())
                         });
-                        match ExecutorGlobals::take_exception() {
+                        match thrown {
                             Some(_) => Err(Thrown {
                                 message: "PDOStatement::fetchColumn() failed".into(),
                                 engine_error: false,

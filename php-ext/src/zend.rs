@@ -116,3 +116,73 @@ pub(crate) fn read_property<T>(
     // SAFETY: the engine returns a pointer to the property or to `rv`.
     unsafe { found.as_ref() }.map(|value| read(value.dereference()))
 }
+
+/// Whether PHP's VM has been asked to stop at its next instruction (a
+/// pending pcntl signal, or the execution timer).
+pub(crate) fn vm_interrupt() -> bool {
+    // SAFETY: a plain read of a flag in the executor globals, which live as
+    // long as the process; signal handlers write it, so read it volatile.
+    unsafe {
+        std::ptr::read_volatile(std::ptr::addr_of!(
+            ext_php_rs::ffi::executor_globals.vm_interrupt.value
+        ))
+    }
+}
+
+/// Whether PHP's execution timer has fired.
+pub(crate) fn timed_out() -> bool {
+    // SAFETY: as in `vm_interrupt`.
+    unsafe {
+        std::ptr::read_volatile(std::ptr::addr_of!(
+            ext_php_rs::ffi::executor_globals.timed_out.value
+        ))
+    }
+}
+
+fn set_vm_interrupt(value: bool) {
+    // SAFETY: a plain store into the executor globals, as the VM and pcntl's
+    // signal handler make it.
+    unsafe {
+        std::ptr::write_volatile(
+            std::ptr::addr_of_mut!(ext_php_rs::ffi::executor_globals.vm_interrupt.value),
+            value,
+        );
+    }
+}
+
+/// Clears the VM's interrupt flag once its cause has been dealt with (the
+/// caller ran the signal handlers).
+pub(crate) fn clear_vm_interrupt() {
+    set_vm_interrupt(false);
+}
+
+/// Runs `f` (a call into a connection's PHP methods) with signals held
+/// back and the VM's interrupt flag put aside, so PHP does not run a signal
+/// handler inside it: `zend_call_function()` runs pending handlers when it
+/// returns, and an exception a handler throws there would be taken for the
+/// connection's failure. Signals that arrived meanwhile are delivered when
+/// it returns, and the flag is set again, so the VM (or the wait's check)
+/// handles them next.
+pub(crate) fn without_signal_handlers<T>(f: impl FnOnce() -> T) -> T {
+    // SAFETY: sigset_t is plain data that sigfillset initialises.
+    let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
+    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointers to the sets above.
+    let blocked = unsafe {
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &all, &mut old) == 0
+    };
+    let pending = vm_interrupt();
+    if pending {
+        set_vm_interrupt(false);
+    }
+    let result = f();
+    if pending {
+        set_vm_interrupt(true);
+    }
+    if blocked {
+        // SAFETY: restores the mask saved above.
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
+    }
+    result
+}
