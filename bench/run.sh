@@ -14,8 +14,24 @@ if [[ -z "${TEST_DATABASE_URL:-}" ]]; then
     exec "$root/tests/with-postgres.sh" "$here/run.sh" "$@"
 fi
 cd "$root"
-"${CARGO:-cargo}" build --release -p writerlock-bench
+"${CARGO:-cargo}" build --release -p writerlock-bench -p writerlock-c
 target_dir="${CARGO_TARGET_DIR:-$root/target}"
+# The Postgres scenario runs psycopg 3 and the writerlock Python module from the
+# project virtualenv (make deps): install this checkout's module there, optimised.
+venv="${VENV:-$root/.venv}"
+if [[ -x "$venv/bin/maturin" ]]; then
+    wheels="$(mktemp -d /tmp/writerlock-bench-wheels.XXXXXX)"
+    trap 'rm -rf "$wheels"' EXIT
+    if "$venv/bin/maturin" build --release --quiet -m "$root/python/Cargo.toml" \
+        --interpreter "$venv/bin/python" -o "$wheels" >"$wheels/build.log" 2>&1; then
+        "$venv/bin/pip" install --quiet --force-reinstall --no-deps "$wheels"/writerlock-*.whl
+    else
+        cat "$wheels/build.log" >&2
+        echo "bench: building the Python module failed; its rows will say not measured" >&2
+    fi
+else
+    echo "bench: no virtualenv at $venv (make deps creates it); the Python rows will say not measured" >&2
+fi
 args=()
 if [[ -n "${QUICK:-}" && "${QUICK}" != "0" ]]; then
     args+=(--quick)
@@ -27,4 +43,4 @@ runner=()
 if [[ "${BENCH_NICE:-1}" != "0" ]] && nice -n -10 true 2>/dev/null; then
     runner=(nice -n -10)
 fi
-exec "${runner[@]}" "$target_dir/release/writerlock-bench" "${args[@]}" --out "$target_dir/bench" "$@"
+"${runner[@]}" "$target_dir/release/writerlock-bench" "${args[@]}" --out "$target_dir/bench" "$@"

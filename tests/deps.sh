@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the build and the tests need: Debian packages (as root, with
 # apt-get; otherwise it prints the command and stops), cbindgen for the
-# header check, and the project virtualenv (.venv) with maturin and pytest.
+# header check, and the project virtualenv (.venv) with maturin, pytest and
+# psycopg 3 (the bench's baseline).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -44,7 +45,8 @@ if ! "$venv/bin/python" -c 'import maturin, pytest, mypy, sqlalchemy' 2>/dev/nul
     "$venv/bin/pip" install --quiet 'maturin>=1.7,<2' 'pytest>=8' 'mypy>=1.10' 'SQLAlchemy>=2,<3'
 fi
 # The Python tests run the writer session on the users' own drivers too: psycopg 3 (with its
-# binary libpq), psycopg_pool and psycopg2.
+# binary libpq), psycopg_pool and psycopg2; psycopg 3 by hand is also make bench's Postgres
+# baseline.
 if ! "$venv/bin/python" -c 'import psycopg, psycopg_pool, psycopg2' 2>/dev/null; then
     "$venv/bin/pip" install --quiet 'psycopg[binary]>=3.1,<4' 'psycopg-pool>=3.2,<4' 'psycopg2-binary>=2.9,<3'
 fi

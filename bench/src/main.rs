@@ -17,6 +17,7 @@ mod clock;
 mod error;
 mod pg;
 mod report;
+mod rtcount;
 mod seedlock;
 mod spawn;
 mod sqlite;
@@ -172,7 +173,13 @@ fn run(opts: &Options) -> ExitCode {
             Ok(url) if !url.is_empty() => {
                 eprintln!("scenarios 6 and 7 (Postgres)");
                 report.load_note = Some(report::load_average());
-                match pg::scenarios(&url, opts.quick, &mut report) {
+                match pg::scenarios(
+                    &url,
+                    opts.quick,
+                    &opts.out,
+                    (wants("6"), wants("7")),
+                    &mut report,
+                ) {
                     Ok(meta) => pg_meta = meta,
                     Err(e) => {
                         eprintln!("writerlock-bench: Postgres scenarios failed: {e}");

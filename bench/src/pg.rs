@@ -1,7 +1,11 @@
-//! The Postgres scenarios: writes per second through the writer lock
-//! (scenario 6) and recovery from an idle holder (scenario 7), on the
+//! The Postgres scenarios: ledger writes per second through the writer
+//! lock, psycopg 3 by hand against writerlock from Python, C and Rust
+//! (scenario 6), and recovery from an idle holder (scenario 7), on the
 //! cluster named by TEST_DATABASE_URL, in a database of their own.
 
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
@@ -12,6 +16,7 @@ use crate::analysis::Dist;
 use crate::clock::human;
 use crate::error::{BenchError, Result};
 use crate::report::{Report, Table, Target};
+use crate::rtcount::Relay;
 
 /// `url` with its database name replaced by `name`.
 pub fn with_database(url: &str, name: &str) -> String {
@@ -57,6 +62,11 @@ impl BenchDb {
         .map_err(|e| BenchError::pg("creating the bench table", e))?;
         pg::setup_schema(&mut conn, None)
             .map_err(|e| BenchError::pg("setting up the writer floor", e))?;
+        // One ledger per client of scenario 6.
+        conn.execute_batch(
+            "INSERT INTO ledgers (slug) SELECT 'bench-' || g FROM generate_series(0, 15) AS g",
+        )
+        .map_err(|e| BenchError::pg("creating the bench ledgers", e))?;
         Ok(BenchDb { admin, name, url })
     }
 
@@ -83,115 +93,268 @@ impl Drop for BenchDb {
     }
 }
 
+/// Who writes in scenario 6.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Variant {
-    NoLock,
-    LockOnly,
-    Library,
+enum Writer {
+    /// psycopg 3, the transaction written by hand (the baseline).
+    Psycopg,
+    /// `writerlock.postgres`'s `write()` from Python.
+    Python,
+    /// The C ABI: `wl_pg_write_begin`, `wl_pg_exec`, `wl_pg_commit`.
+    C,
+    /// The Rust API: `Connection::write()`.
+    Rust,
 }
 
-impl Variant {
+const WRITERS: [Writer; 4] = [Writer::Psycopg, Writer::Python, Writer::C, Writer::Rust];
+
+/// The statement every writer runs inside its write.
+const UPDATE: &str = "UPDATE ledgers SET generation = generation + 1 WHERE slug = ?";
+
+impl Writer {
     fn label(self) -> &'static str {
         match self {
-            Variant::NoLock => "no writer lock (BEGIN; INSERT; COMMIT)",
-            Variant::LockOnly => "writer lock only (lock_writer(); INSERT; COMMIT)",
-            Variant::Library => "writerlock::pg write() (lock + floor check; INSERT; COMMIT)",
+            Writer::Psycopg => "psycopg 3 by hand (baseline)",
+            Writer::Python => "Python writerlock.postgres write()",
+            Writer::C => "C wl_pg_write_begin + wl_pg_exec + wl_pg_commit",
+            Writer::Rust => "Rust writerlock::pg write()",
         }
     }
 
     fn name(self) -> &'static str {
         match self {
-            Variant::NoLock => "no-lock",
-            Variant::LockOnly => "lock-only",
-            Variant::Library => "write",
+            Writer::Psycopg => "psycopg",
+            Writer::Python => "python",
+            Writer::C => "c",
+            Writer::Rust => "rust",
         }
     }
 }
 
-fn one_write(
-    conn: &mut Connection,
-    variant: Variant,
-    client: i64,
-    n: i64,
-) -> Result<(), pg::Error> {
-    let params = [Value::Int(client), Value::Int(n)];
-    let insert = "INSERT INTO bench_writes (client, n) VALUES (?, ?)";
-    match variant {
-        Variant::NoLock => {
-            conn.begin()?;
-            conn.execute(insert, &params)?;
-            conn.commit()
-        }
-        Variant::LockOnly => {
-            conn.lock_writer()?;
-            conn.execute(insert, &params)?;
-            conn.commit()
-        }
-        Variant::Library => {
-            let mut w = conn.write()?;
-            w.execute(insert, &params)?;
-            w.commit()
-        }
-    }
-}
-
+/// What one run of clients did.
+#[derive(Debug, Clone, Default)]
 struct Outcome {
-    writes: usize,
-    errors: usize,
-    latencies: Vec<i64>,
+    writes: u64,
+    errors: u64,
+    seconds: f64,
+    first_error: Option<String>,
 }
 
-fn run_clients(url: &str, variant: Variant, clients: usize, dur: Duration) -> Result<Outcome> {
-    let mut conns = Vec::with_capacity(clients);
-    for _ in 0..clients {
-        conns.push(
-            Connection::connect(url, &Settings::new())
-                .map_err(|e| BenchError::pg("connecting a client", e))?,
-        );
-    }
-    // The schema check runs once per address per process: do it before timing.
-    if variant == Variant::Library {
-        if let Some(c) = conns.first_mut() {
-            pg::ensure_schema(c).map_err(|e| BenchError::pg("checking the schema", e))?;
+/// The programs that run the Python and C clients.
+struct Programs {
+    python: Result<PathBuf, String>,
+    c: Result<PathBuf, String>,
+}
+
+fn bench_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+impl Programs {
+    fn find(out: &Path) -> Programs {
+        Programs {
+            python: find_python(),
+            c: build_c_client(out),
         }
     }
-    let barrier = Arc::new(Barrier::new(clients));
+
+    fn missing(&self, writer: Writer) -> Option<&str> {
+        match writer {
+            Writer::Psycopg | Writer::Python => self.python.as_ref().err().map(String::as_str),
+            Writer::C => self.c.as_ref().err().map(String::as_str),
+            Writer::Rust => None,
+        }
+    }
+}
+
+/// The project virtualenv's Python with psycopg and the writerlock module
+/// (WL_BENCH_PYTHON overrides it).
+fn find_python() -> Result<PathBuf, String> {
+    let python = match std::env::var_os("WL_BENCH_PYTHON") {
+        Some(p) => PathBuf::from(p),
+        None => bench_dir().join("../.venv/bin/python"),
+    };
+    let check = Command::new(&python)
+        .args(["-c", "import psycopg, writerlock.postgres"])
+        .output();
+    match check {
+        Ok(o) if o.status.success() => Ok(python),
+        Ok(o) => Err(format!(
+            "{} cannot import psycopg and writerlock.postgres ({}); run make deps, then bench/run.sh builds and installs the module",
+            python.display(),
+            String::from_utf8_lossy(&o.stderr).lines().last().unwrap_or("").trim()
+        )),
+        Err(e) => Err(format!(
+            "no Python at {} ({e}); run make deps",
+            python.display()
+        )),
+    }
+}
+
+/// Compiles bench/pg_client.c against the libwriterlock.so next to this
+/// binary (built by bench/run.sh), into `out`.
+fn build_c_client(out: &Path) -> Result<PathBuf, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find the bench binary: {e}"))?;
+    let lib_dir = exe
+        .parent()
+        .ok_or("the bench binary has no directory")?
+        .to_path_buf();
+    let lib = lib_dir.join("libwriterlock.so");
+    if !lib.exists() {
+        return Err(format!(
+            "{} is missing; build it with cargo build --release -p writerlock-c (bench/run.sh does)",
+            lib.display()
+        ));
+    }
+    let dir = out.join("pg-client");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    // The program records the soname libwriterlock.so.0: give it that name here.
+    let so = dir.join("libwriterlock.so.0");
+    let _ = std::fs::remove_file(&so);
+    std::fs::copy(&lib, &so).map_err(|e| format!("copying {}: {e}", lib.display()))?;
+    let _ = std::fs::remove_file(dir.join("libwriterlock.so"));
+    std::fs::copy(&lib, dir.join("libwriterlock.so"))
+        .map_err(|e| format!("copying {}: {e}", lib.display()))?;
+    let program = dir.join("pg_client");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
+    let built = Command::new(&cc)
+        .arg("-O2")
+        .arg("-I")
+        .arg(bench_dir().join("../include"))
+        .arg(bench_dir().join("pg_client.c"))
+        .arg("-o")
+        .arg(&program)
+        .arg(format!("-L{}", dir.display()))
+        .arg("-lwriterlock")
+        .arg(format!("-Wl,-rpath,{}", dir.display()))
+        .output()
+        .map_err(|e| format!("cannot run the C compiler {cc}: {e}"))?;
+    if !built.status.success() {
+        return Err(format!(
+            "compiling bench/pg_client.c failed: {}",
+            String::from_utf8_lossy(&built.stderr).trim()
+        ));
+    }
+    Ok(program)
+}
+
+/// Runs a client program and reads its JSON line.
+fn run_program(mut cmd: Command) -> Result<Outcome> {
+    let shown = format!("{cmd:?}");
+    let output = cmd.output().map_err(|e| BenchError::io(shown.clone(), e))?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let line = stdout.lines().last().unwrap_or("");
+    let parsed: serde_json::Value = serde_json::from_str(line).map_err(|_| BenchError::Worker {
+        id: 0,
+        message: format!(
+            "{shown} printed no result ({}): {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim()
+        ),
+    })?;
+    Ok(Outcome {
+        writes: parsed["writes"].as_u64().unwrap_or(0),
+        errors: parsed["errors"].as_u64().unwrap_or(0),
+        seconds: parsed["seconds"].as_f64().unwrap_or(0.0),
+        first_error: parsed["first_error"].as_str().map(str::to_string),
+    })
+}
+
+/// One run: `clients` clients of `writer` for `dur` (or `writes` writes
+/// each when `writes > 0`), after one warm-up write each.
+fn run_writer(
+    programs: &Programs,
+    writer: Writer,
+    url: &str,
+    clients: usize,
+    dur: Duration,
+    writes: u64,
+) -> Result<Outcome> {
+    let args = [
+        url.to_string(),
+        clients.to_string(),
+        format!("{}", dur.as_secs_f64()),
+        writes.to_string(),
+    ];
+    match writer {
+        Writer::Psycopg | Writer::Python => {
+            let python = programs
+                .python
+                .as_ref()
+                .map_err(|e| BenchError::Config(e.clone()))?;
+            let mut cmd = Command::new(python);
+            cmd.arg(bench_dir().join("pg_clients.py"))
+                .arg(if writer == Writer::Psycopg {
+                    "psycopg"
+                } else {
+                    "writerlock"
+                })
+                .args(args);
+            run_program(cmd)
+        }
+        Writer::C => {
+            let program = programs
+                .c
+                .as_ref()
+                .map_err(|e| BenchError::Config(e.clone()))?;
+            let mut cmd = Command::new(program);
+            cmd.args(args);
+            run_program(cmd)
+        }
+        Writer::Rust => run_rust(url, clients, dur, writes),
+    }
+}
+
+fn rust_write(conn: &mut Connection, slug: &str) -> Result<(), pg::Error> {
+    let mut w = conn.write()?;
+    w.execute(UPDATE, &[Value::from(slug)])?;
+    w.commit()
+}
+
+/// Rust clients: one thread each, started together after a warm-up write.
+fn run_rust(url: &str, clients: usize, dur: Duration, writes: u64) -> Result<Outcome> {
+    let mut conns = Vec::with_capacity(clients);
+    for i in 0..clients {
+        let mut conn = Connection::connect(url, &Settings::new())
+            .map_err(|e| BenchError::pg("connecting a client", e))?;
+        let slug = format!("bench-{i}");
+        rust_write(&mut conn, &slug).map_err(|e| BenchError::pg("a warm-up write", e))?;
+        conns.push((conn, slug));
+    }
+    let barrier = Arc::new(Barrier::new(clients + 1));
     let handles: Vec<_> = conns
         .into_iter()
-        .enumerate()
-        .map(|(i, mut conn)| {
+        .map(|(mut conn, slug)| {
             let barrier = Arc::clone(&barrier);
             std::thread::spawn(move || {
                 barrier.wait();
                 let start = Instant::now();
-                let mut out = Outcome {
-                    writes: 0,
-                    errors: 0,
-                    latencies: Vec::new(),
-                };
-                let mut n = 0i64;
-                while start.elapsed() < dur {
-                    let t = Instant::now();
-                    match one_write(&mut conn, variant, i as i64, n) {
-                        Ok(()) if start.elapsed() <= dur => {
-                            out.writes += 1;
-                            out.latencies.push(t.elapsed().as_nanos() as i64);
+                let mut out = Outcome::default();
+                loop {
+                    if writes > 0 {
+                        if out.writes + out.errors >= writes {
+                            break;
                         }
-                        Ok(()) => {}
-                        Err(_) => out.errors += 1,
+                    } else if start.elapsed() >= dur {
+                        break;
                     }
-                    n += 1;
+                    match rust_write(&mut conn, &slug) {
+                        Ok(()) if writes > 0 || start.elapsed() <= dur => out.writes += 1,
+                        Ok(()) => {}
+                        Err(e) => {
+                            out.errors += 1;
+                            out.first_error.get_or_insert_with(|| e.to_string());
+                        }
+                    }
                 }
                 let _ = conn.close();
                 out
             })
         })
         .collect();
-    let mut total = Outcome {
-        writes: 0,
-        errors: 0,
-        latencies: Vec::new(),
-    };
+    barrier.wait();
+    let started = Instant::now();
+    let mut total = Outcome::default();
     for h in handles {
         let o = h.join().map_err(|_| BenchError::Worker {
             id: 0,
@@ -199,70 +362,283 @@ fn run_clients(url: &str, variant: Variant, clients: usize, dur: Duration) -> Re
         })?;
         total.writes += o.writes;
         total.errors += o.errors;
-        total.latencies.extend(o.latencies);
+        if total.first_error.is_none() {
+            total.first_error = o.first_error;
+        }
     }
+    total.seconds = started.elapsed().as_secs_f64();
     Ok(total)
 }
 
-/// Scenarios 6 and 7.
-pub fn scenarios(url: &str, quick: bool, report: &mut Report) -> Result<serde_json::Value> {
+/// The host and port of a `postgresql://` URL, resolved.
+fn server_address(url: &str) -> Option<SocketAddr> {
+    let rest = url.split_once("://")?.1;
+    let authority = rest.split(['/', '?']).next()?;
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let with_port = if host_port.contains(':') {
+        host_port.to_string()
+    } else {
+        format!("{host_port}:5432")
+    };
+    with_port.to_socket_addrs().ok()?.next()
+}
+
+/// `url` pointed at 127.0.0.1:`port`.
+fn via_port(url: &str, port: u16) -> Option<String> {
+    let (scheme, rest) = url.split_once("://")?;
+    let end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let authority = &rest[..end];
+    let user = authority.rsplit_once('@').map(|(u, _)| format!("{u}@"));
+    Some(format!(
+        "{scheme}://{}127.0.0.1:{port}{}",
+        user.unwrap_or_default(),
+        &rest[end..]
+    ))
+}
+
+/// Round trips per write of each writer, counted by a relay: the
+/// difference between a run of `many` writes and a run of `few` (each run
+/// also connects and warms up), divided by the difference in writes.
+fn round_trips(programs: &Programs, url: &str) -> Result<Vec<(Writer, Option<f64>)>> {
+    let server = server_address(url)
+        .ok_or_else(|| BenchError::Config(format!("cannot resolve the server address of {url}")))?;
+    let relay = Relay::start(server).map_err(|e| BenchError::io("starting the relay", e))?;
+    let relayed = via_port(url, relay.port())
+        .ok_or_else(|| BenchError::Config(format!("cannot point {url} at the relay")))?;
+    let (few, many) = (20u64, 120u64);
+    let mut out = Vec::new();
+    for writer in WRITERS {
+        if programs.missing(writer).is_some() {
+            out.push((writer, None));
+            continue;
+        }
+        let mut counts = Vec::new();
+        for writes in [few, many] {
+            let before = relay.round_trips();
+            let o = run_writer(programs, writer, &relayed, 1, Duration::ZERO, writes)?;
+            if o.errors > 0 {
+                return Err(BenchError::Worker {
+                    id: 0,
+                    message: format!(
+                        "{} failed while round trips were counted: {}",
+                        writer.label(),
+                        o.first_error.unwrap_or_default()
+                    ),
+                });
+            }
+            // Let the relay see the last replies and the connection close.
+            std::thread::sleep(Duration::from_millis(50));
+            counts.push(relay.round_trips() - before);
+        }
+        let per_write = (counts[1] as f64 - counts[0] as f64) / (many - few) as f64;
+        out.push((writer, Some(per_write)));
+    }
+    Ok(out)
+}
+
+/// Scenarios 6 and 7 (`which`: whether to run each).
+pub fn scenarios(
+    url: &str,
+    quick: bool,
+    out: &Path,
+    which: (bool, bool),
+    report: &mut Report,
+) -> Result<serde_json::Value> {
     let mut db = BenchDb::create(url)?;
     let version = db.version();
-    scenario6(&db.url, quick, report)?;
-    report.load_note = Some(crate::report::load_average());
-    scenario7(&db.url, quick, report)?;
+    if which.0 {
+        scenario6(&db.url, quick, out, report)?;
+    }
+    if which.1 {
+        report.load_note = Some(crate::report::load_average());
+        scenario7(&db.url, quick, report)?;
+    }
     Ok(json!({"server": version}))
 }
 
-fn scenario6(url: &str, quick: bool, report: &mut Report) -> Result<()> {
-    let dur = if quick {
-        Duration::from_secs(1)
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    match values.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => values[n / 2],
+        n => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+    }
+}
+
+/// The goal: `write()` from Python at least 1.1 × the psycopg baseline, C
+/// and Rust at least as fast as Python.
+const GOAL: f64 = 1.1;
+
+fn scenario6(url: &str, quick: bool, out: &Path, report: &mut Report) -> Result<()> {
+    let (dur, rounds) = if quick {
+        (Duration::from_secs(1), 2)
     } else {
-        Duration::from_secs(3)
+        (Duration::from_secs(3), 3)
     };
-    let mut table = Table::new(
-        format!(
-            "Scenario 6: Postgres writes per second (one-row INSERT transactions, {} s per row, client threads)",
-            dur.as_secs()
-        ),
-        &["clients", "writes", "writes/s", "÷ no lock", "latency p50 / p99 / max", "errors"],
-    );
-    let mut rows = Vec::new();
-    for clients in [1usize, 4, 16] {
-        let mut base = 0.0;
-        for variant in [Variant::NoLock, Variant::LockOnly, Variant::Library] {
-            eprintln!("  running s6 {} with {clients} clients", variant.name());
-            let o = run_clients(url, variant, clients, dur)?;
-            let rate = o.writes as f64 / dur.as_secs_f64();
-            if variant == Variant::NoLock {
-                base = rate;
-            }
-            let lat = Dist::of(&o.latencies);
-            table.row(vec![
-                clients.to_string(),
-                variant.label().into(),
-                format!("{rate:.0}"),
-                format!("{:.2}", rate / base),
-                lat.cell(),
-                o.errors.to_string(),
-            ]);
-            rows.push(json!({
-                "clients": clients,
-                "variant": variant.name(),
-                "writes": o.writes,
-                "writes_per_s": rate,
-                "over_no_lock": rate / base,
-                "latency": lat.json_us(),
-                "errors": o.errors,
-            }));
+    let programs = Programs::find(out);
+    for writer in WRITERS {
+        if let Some(why) = programs.missing(writer) {
+            eprintln!("writerlock-bench: {} not measured: {why}", writer.label());
         }
     }
+    let counts = [1usize, 4, 16];
+    // rates[writer][count] = one rate per round
+    let mut rates = vec![vec![Vec::<f64>::new(); counts.len()]; WRITERS.len()];
+    let mut errors = vec![vec![0u64; counts.len()]; WRITERS.len()];
+    let mut first_errors: Vec<String> = Vec::new();
+    for (ci, &clients) in counts.iter().enumerate() {
+        for round in 0..rounds {
+            // Alternate the order every round, so drift in the machine's
+            // speed does not favour whoever runs first.
+            let mut order: Vec<usize> = (0..WRITERS.len()).collect();
+            order.rotate_left(round % WRITERS.len());
+            if round % 2 == 1 {
+                order.reverse();
+            }
+            for wi in order {
+                let writer = WRITERS[wi];
+                if programs.missing(writer).is_some() {
+                    continue;
+                }
+                eprintln!(
+                    "  running s6 {} with {clients} clients, round {}",
+                    writer.name(),
+                    round + 1
+                );
+                let o = run_writer(&programs, writer, url, clients, dur, 0)?;
+                rates[wi][ci].push(o.writes as f64 / dur.as_secs_f64());
+                errors[wi][ci] += o.errors;
+                if let Some(e) = o.first_error {
+                    first_errors.push(format!("{}: {e}", writer.label()));
+                }
+            }
+        }
+    }
+    let rts = round_trips(&programs, url)?;
+    let rt_of = |w: Writer| {
+        rts.iter()
+            .find(|(x, _)| *x == w)
+            .and_then(|(_, r)| *r)
+            .map_or("-".to_string(), |r| format!("{r:.1}"))
+    };
+
+    let mut table = Table::new(
+        format!(
+            "Scenario 6: Postgres ledger writes per second, the same UPDATE through the writer lock and the floor read ({rounds} alternated rounds of {} s, median)",
+            dur.as_secs()
+        ),
+        &[
+            "writer",
+            "1 client",
+            "4 clients",
+            "16 clients",
+            "÷ baseline (1 / 4 / 16)",
+            "round trips per write",
+            "errors",
+        ],
+    );
+    let mut medians = vec![vec![0.0f64; counts.len()]; WRITERS.len()];
+    for wi in 0..WRITERS.len() {
+        for ci in 0..counts.len() {
+            medians[wi][ci] = median(&mut rates[wi][ci]);
+        }
+    }
+    let mut rows = Vec::new();
+    for (wi, &writer) in WRITERS.iter().enumerate() {
+        if let Some(why) = programs.missing(writer) {
+            table.row(vec![
+                writer.label().into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                format!("not measured: {why}"),
+                "-".into(),
+                "-".into(),
+            ]);
+            continue;
+        }
+        let ratio = |ci: usize| {
+            let base = medians[0][ci];
+            (base > 0.0).then(|| medians[wi][ci] / base)
+        };
+        let ratios: Vec<String> = (0..counts.len())
+            .map(|ci| ratio(ci).map_or("-".into(), |r| format!("{r:.2}")))
+            .collect();
+        table.row(vec![
+            writer.label().into(),
+            format!("{:.0}/s", medians[wi][0]),
+            format!("{:.0}/s", medians[wi][1]),
+            format!("{:.0}/s", medians[wi][2]),
+            if writer == Writer::Psycopg {
+                "1 (baseline)".into()
+            } else {
+                ratios.join(" / ")
+            },
+            rt_of(writer),
+            errors[wi].iter().sum::<u64>().to_string(),
+        ]);
+        rows.push(json!({
+            "writer": writer.name(),
+            "label": writer.label(),
+            "clients": counts,
+            "rates_per_round": rates[wi],
+            "median_writes_per_s": medians[wi],
+            "over_baseline": (0..counts.len()).map(ratio).collect::<Vec<_>>(),
+            "round_trips_per_write": rts.iter().find(|(x, _)| *x == writer).and_then(|(_, r)| *r),
+            "errors": errors[wi],
+        }));
+    }
+    table.note(format!(
+        "Goal: Python write() ≥ {GOAL} × the psycopg baseline at 1, 4 and 16 clients; C and Rust at least as fast as Python."
+    ));
+    table.note("Every writer: BEGIN, SELECT pg_advisory_xact_lock(1279607879), the floor read (SELECT version FROM writer_floor WHERE name = 'ledger'), the UPDATE, COMMIT, with the ledger session's startup options and keepalives. psycopg, Python and C clients are processes; Rust clients are threads of one process.");
+    table.note("Round trips per write are counted on the wire by a relay between one client and the server (a client send after a server reply is one).");
     table.note("The throwaway cluster runs with fsync=off and synchronous_commit=off (tests/pg-cluster.sh): these are lock and round-trip costs, not disk costs.");
-    table.note("write() adds the floor check and the refused-writers query under the lock; lock_writer() is the advisory lock alone.");
+    for e in first_errors.iter().take(3) {
+        table.note(format!("error seen: {e}"));
+    }
     report.table(table);
+
+    for (ci, &clients) in counts.iter().enumerate() {
+        let base = medians[0][ci];
+        let python = medians[1][ci];
+        let what = format!("S6 Postgres writes/s, {clients} client(s)");
+        if programs.missing(Writer::Python).is_some() || base <= 0.0 {
+            report.targets.push(Target::skipped(
+                14,
+                &what,
+                "Python write() ÷ psycopg",
+                &format!("≥ {GOAL:.2}"),
+                programs.missing(Writer::Python).unwrap_or("no baseline"),
+            ));
+        } else {
+            report.targets.push(Target::at_least(
+                14,
+                &what,
+                "Python write() ÷ psycopg",
+                python / base,
+                GOAL,
+                |x| format!("{x:.2}"),
+            ));
+        }
+        for (wi, name) in [(2usize, "C ÷ Python"), (3, "Rust ÷ Python")] {
+            if programs.missing(WRITERS[wi]).is_some() || python <= 0.0 {
+                continue;
+            }
+            report.targets.push(Target::at_least(
+                14,
+                &what,
+                name,
+                medians[wi][ci] / python,
+                1.0,
+                |x| format!("{x:.2}"),
+            ));
+        }
+    }
+
     let steps = breakdown(url, if quick { 200 } else { 1000 })?;
     let mut detail = Table::new(
-        "Scenario 6, detail: where one write() spends its time (1 client, the statements write() sends, timed one by one)",
+        "Scenario 6, detail: where one Rust write() spends its time (1 client, each round trip timed)",
         &["step", "p50", "mean", "p99"],
     );
     let mut step_json = Vec::new();
@@ -276,29 +652,27 @@ fn scenario6(url: &str, quick: bool, report: &mut Report) -> Result<()> {
         ]);
         step_json.push(json!({"step": name, "timing": d.json_us()}));
     }
-    detail.note("The floor read and the refused-writers query are the statements begin_write() runs under the lock (see src/pg/writer.rs).");
+    detail.note("begin_write() sends BEGIN, the writer lock and the floor read as one message; the refused-writers query runs only when a refused writer's lock is held.");
     report.table(detail);
     report.record(
         "s6_pg_writes",
-        json!({"duration_s": dur.as_secs_f64(), "rows": rows, "write_steps": step_json}),
+        json!({"duration_s": dur.as_secs_f64(), "rounds": rounds, "goal": GOAL, "writers": rows, "write_steps": step_json}),
     );
     Ok(())
 }
 
-/// Times each statement of a library write separately.
+/// Times each round trip of a Rust write.
 fn breakdown(url: &str, writes: usize) -> Result<Vec<(&'static str, Vec<i64>)>> {
     let mut conn = Connection::connect(url, &Settings::new())
         .map_err(|e| BenchError::pg("connecting the timing client", e))?;
+    pg::ensure_schema(&mut conn).map_err(|e| BenchError::pg("checking the schema", e))?;
     let names = [
-        "BEGIN + pg_advisory_xact_lock (lock_writer)",
-        "floor read (SELECT version FROM writer_floor)",
-        "refused-writers query (refused_writers)",
-        "INSERT",
+        "begin_write (BEGIN + writer lock + floor read)",
+        "UPDATE",
         "COMMIT",
     ];
     let mut times: Vec<Vec<i64>> = vec![Vec::with_capacity(writes); names.len()];
-    let floor_sql = "SELECT version FROM writer_floor WHERE name = $1";
-    for n in 0..writes {
+    for _ in 0..writes {
         let mut t = Instant::now();
         let mut lap = |i: usize, times: &mut Vec<Vec<i64>>| {
             let now = Instant::now();
@@ -306,19 +680,12 @@ fn breakdown(url: &str, writes: usize) -> Result<Vec<(&'static str, Vec<i64>)>> 
             t = now;
         };
         let step = (|| -> Result<(), pg::Error> {
-            conn.lock_writer()?;
+            conn.begin_write()?;
             lap(0, &mut times);
-            conn.execute(floor_sql, &[Value::Text(pg::FLOOR_NAME.to_string())])?;
+            conn.execute(UPDATE, &[Value::from("bench-0")])?;
             lap(1, &mut times);
-            pg::refused_writers(&mut conn)?;
-            lap(2, &mut times);
-            conn.execute(
-                "INSERT INTO bench_writes (client, n) VALUES (?, ?)",
-                &[Value::Int(-2), Value::Int(n as i64)],
-            )?;
-            lap(3, &mut times);
             conn.commit()?;
-            lap(4, &mut times);
+            lap(2, &mut times);
             Ok(())
         })();
         if let Err(e) = step {

@@ -206,8 +206,12 @@ def test_pg_wrong_types(pg_db) -> None:  # type: ignore[no-untyped-def]
         c.execute("SELECT ?::jsonb", ({"x": float("nan")},))
     with pytest.raises(sqlite3.ProgrammingError, match="placeholders"):
         c.execute("SELECT ?, ?", (1,))
+    # Bytes always go as a bytea value: the server refuses them where no bytea fits, and
+    # converts them to text the way SQL converts a bytea (its \\x hex form), as psycopg's do.
+    c.execute("CREATE TEMP TABLE only_int (n int)")
     with pytest.raises(sqlite3.ProgrammingError, match="bytea"):
-        c.execute("SELECT ?::text", (b"raw",))
+        c.execute("INSERT INTO only_int VALUES (?)", (b"raw",))
+    assert c.execute("SELECT ?::text", (b"raw",)).fetchone() == ("\\x726177",)
     with pytest.raises(sqlite3.NotSupportedError, match="cast it in the query"):
         c.execute("SELECT '127.0.0.1'::inet AS addr")
     with pytest.raises(TypeError):

@@ -467,7 +467,8 @@ class Write:
     minus those ``existing_alerts`` already has (see :func:`new_alerts`). ``existing_alerts``
     is the ledger's current alert list (oldest first) or a callable
     ``existing_alerts(conn, ledger)`` returning it, called under the writer lock so it reads
-    the list the write will change.
+    the list the write will change, and only when a refused writer is connected (otherwise
+    there is nothing to raise and ``w.alerts`` is empty).
     """
 
     def __init__(
@@ -495,11 +496,16 @@ class Write:
         try:
             self.waits = waits
             self.floor = floor
-            self.refused = [RefusedWriter(*r) for r in refused]
-            existing = self._existing
-            if callable(existing):
-                existing = existing(self.connection, self.ledger)
-            self.alerts = new_alerts(self.refused, existing or ())
+            if refused:
+                self.refused = [RefusedWriter(*r) for r in refused]
+                existing = self._existing
+                if callable(existing):
+                    existing = existing(self.connection, self.ledger)
+                self.alerts = new_alerts(self.refused, existing or ())
+            else:
+                # Nothing to report: no alert rules to apply.
+                self.refused = []
+                self.alerts = []
         except BaseException:
             self._open = False
             with contextlib.suppress(Exception):

@@ -8,14 +8,20 @@
 //!
 //! Statements take `?` or `$n` placeholders and [`Value`] parameters. Outside
 //! [`Connection::begin`] each statement commits on its own.
+//!
+//! Nothing here depends on session state between transactions: every statement with
+//! parameters goes as an unnamed statement (Parse, Bind, Describe, Execute and Sync in one
+//! message, one round trip), never as a named prepared statement, so a transaction pooler
+//! that hands each transaction to another server connection runs each statement with its
+//! own parameters.
 
 use postgres::fallible_iterator::FallibleIterator;
 use postgres::types::{FromSql, Type};
-use postgres::NoTls;
+use postgres::{NoTls, SimpleQueryMessage};
 
 use super::address::Address;
 use super::error::{describe, Error};
-use super::placeholder::translate;
+use super::placeholder::{parameter_count, translate};
 use super::settings::{verify_checks, Settings};
 pub use super::settings::{SettingCheck, SettingStatus};
 use super::value::{decode, readable, Column, Row, Rows, Value};
@@ -33,6 +39,10 @@ pub(crate) enum Tx {
         failed: bool,
     },
 }
+
+/// The rows of each statement of a simple-query message, each value as [`Value::Text`] (or
+/// [`Value::Null`]).
+pub(crate) type TextResults = Vec<Vec<Vec<Value>>>;
 
 /// A session with the ledger database that carries the [`Settings`].
 pub struct Connection {
@@ -309,83 +319,124 @@ impl Connection {
         if self.lost {
             return Err(self.lost_error());
         }
-        let result = self.query_statement(sql, params);
-        // Dropping the prepared statement queued a `Close` for the server. Send it now: left
-        // queued, its reply would be awaited first on the next call, and a `FATAL` the
-        // server sends while this session sits idle (the idle limit, pg_terminate_backend)
-        // would be taken as that reply and lost, leaving only "connection closed".
-        if !self.client.is_closed() {
-            let _ = self.client.notifications().iter().next();
-        }
-        result
-    }
-
-    fn query_statement(&mut self, sql: &str, params: &[Value]) -> Result<Rows, Error> {
-        let stmt = self.client.prepare(sql).map_err(Error::from_driver)?;
-        if stmt.params().len() != params.len() {
+        // Counted here, before anything is sent, so a wrong count leaves the transaction as
+        // it was.
+        let expected = parameter_count(sql);
+        if expected != params.len() {
             return Err(Error::ParameterCount {
-                expected: stmt.params().len(),
+                expected,
                 given: params.len(),
             });
         }
-        for (i, (value, ty)) in params.iter().zip(stmt.params()).enumerate() {
-            if matches!(value, Value::Bytes(_)) {
-                let base = match ty.kind() {
-                    postgres::types::Kind::Domain(inner) => inner,
-                    _ => ty,
-                };
-                if *base != Type::BYTEA {
-                    return Err(Error::Parameter {
-                        index: i + 1,
-                        type_name: ty.name().to_string(),
-                        reason: "a bytes value goes only to a bytea parameter; cast the \
-                                 placeholder, for example ?::bytea"
-                            .to_string(),
-                    });
-                }
-            }
-        }
-        // Refuse unreadable columns before running anything, so the statement has no effect.
-        if let Some(c) = stmt.columns().iter().find(|c| !readable(c.type_())) {
-            return Err(Error::UnsupportedType {
-                column: c.name().to_string(),
-                type_name: c.type_().name().to_string(),
-            });
-        }
-        let columns: Vec<Column> = stmt
-            .columns()
-            .iter()
-            .map(|c| Column::new(c.name(), c.type_()))
-            .collect();
-        let types: Vec<Type> = stmt.columns().iter().map(|c| c.type_().clone()).collect();
+        // One unnamed statement, one round trip: the parameters go in text format with no
+        // declared type (the server infers each from the statement and converts the text),
+        // except bytes, which go in binary as `bytea`.
+        let typed = params.iter().map(|v| {
+            let ty = match v {
+                Value::Bytes(_) => Type::BYTEA,
+                _ => Type::UNKNOWN,
+            };
+            (v, ty)
+        });
         let mut iter = self
             .client
-            .query_raw(&stmt, params.iter())
+            .query_typed_raw(sql, typed)
             .map_err(Error::from_driver)?;
+        let mut columns: Option<(Vec<Column>, Vec<Type>)> = None;
+        let mut failed: Option<Error> = None;
         let mut rows = Vec::new();
         while let Some(row) = iter.next().map_err(Error::from_driver)? {
-            let mut values = Vec::with_capacity(types.len());
-            for (i, ty) in types.iter().enumerate() {
-                let raw: Raw<'_> = row.try_get(i).map_err(Error::from_driver)?;
-                let value = decode(ty, raw.0).map_err(|reason| match reason {
-                    None => Error::UnsupportedType {
-                        column: columns[i].name().to_string(),
-                        type_name: ty.name().to_string(),
-                    },
-                    Some(reason) => Error::Driver {
-                        reason: format!(
-                            "could not read column {} ({}): {reason}",
-                            columns[i].name(),
-                            ty.name()
-                        ),
-                    },
-                })?;
-                values.push(value);
+            if failed.is_some() {
+                continue; // read the rest, so the session stays in step
             }
-            rows.push(Row::new(values));
+            let (cols, types) = columns.get_or_insert_with(|| {
+                (
+                    row.columns()
+                        .iter()
+                        .map(|c| Column::new(c.name(), c.type_()))
+                        .collect(),
+                    row.columns().iter().map(|c| c.type_().clone()).collect(),
+                )
+            });
+            if let Some((c, ty)) = cols.iter().zip(types.iter()).find(|(_, t)| !readable(t)) {
+                failed = Some(Error::UnsupportedType {
+                    column: c.name().to_string(),
+                    type_name: ty.name().to_string(),
+                });
+                continue;
+            }
+            match read_row(&row, cols, types) {
+                Ok(values) => rows.push(Row::new(values)),
+                Err(e) => failed = Some(e),
+            }
+        }
+        if let Some(e) = failed {
+            return Err(e);
         }
         let affected = iter.rows_affected().unwrap_or(0);
+        let columns = columns.map(|(c, _)| c).unwrap_or_default();
         Ok(Rows::new(columns, rows, affected))
+    }
+
+    /// Runs `sql` (several statements, no parameters) as one simple-query message, one
+    /// round trip, and returns each statement's rows, every value as text. When `opens` is true, `sql`
+    /// starts with `BEGIN`: the transaction is tracked as open from there, and a failure
+    /// after it leaves it aborted (roll it back).
+    pub(crate) fn simple_rows(
+        &mut self,
+        sql: &str,
+        opens: bool,
+        statements: u32,
+    ) -> Result<TextResults, Error> {
+        if self.lost {
+            return Err(self.lost_error());
+        }
+        let result = self.client.simple_query(sql).map_err(Error::from_driver);
+        if let Err(e) = result {
+            if e.is_connection_lost() || self.client.is_closed() {
+                self.lost = true;
+                self.tx = Tx::Idle;
+                return Err(e);
+            }
+            // BEGIN ran (a failure in the message's first statement would leave nothing to
+            // track, and these messages never fail there): the transaction is aborted.
+            if opens || self.in_transaction() {
+                self.tx = Tx::Open {
+                    statements: statements.max(1),
+                    failed: true,
+                };
+            }
+            return Err(e);
+        }
+        let base = match (opens, self.tx) {
+            (true, _) => 0,
+            (false, Tx::Open { statements, .. }) => statements,
+            (false, Tx::Idle) => 0,
+        };
+        if opens || self.in_transaction() {
+            self.tx = Tx::Open {
+                statements: base.saturating_add(statements),
+                failed: false,
+            };
+        }
+        let messages = result?;
+        let mut out: TextResults = vec![Vec::new()];
+        for m in messages {
+            match m {
+                SimpleQueryMessage::Row(row) => {
+                    let values = (0..row.len())
+                        .map(|i| row.get(i).map_or(Value::Null, Value::from))
+                        .collect();
+                    if let Some(last) = out.last_mut() {
+                        last.push(values);
+                    }
+                }
+                SimpleQueryMessage::CommandComplete(_) => out.push(Vec::new()),
+                _ => {}
+            }
+        }
+        out.pop();
+        Ok(out)
     }
 
     fn track(&mut self, kind: Kind, err: Option<&Error>) {
@@ -423,6 +474,29 @@ impl Connection {
             (_, Tx::Idle) => Tx::Idle,
         };
     }
+}
+
+/// Reads one row's values with its columns' types.
+fn read_row(row: &postgres::Row, columns: &[Column], types: &[Type]) -> Result<Vec<Value>, Error> {
+    let mut values = Vec::with_capacity(types.len());
+    for (i, ty) in types.iter().enumerate() {
+        let raw: Raw<'_> = row.try_get(i).map_err(Error::from_driver)?;
+        let value = decode(ty, raw.0).map_err(|reason| match reason {
+            None => Error::UnsupportedType {
+                column: columns[i].name().to_string(),
+                type_name: ty.name().to_string(),
+            },
+            Some(reason) => Error::Driver {
+                reason: format!(
+                    "could not read column {} ({}): {reason}",
+                    columns[i].name(),
+                    ty.name()
+                ),
+            },
+        })?;
+        values.push(value);
+    }
+    Ok(values)
 }
 
 #[cfg(test)]

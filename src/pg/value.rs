@@ -1,7 +1,9 @@
 //! Values that cross the session in both directions, and the rows a statement returns.
 //!
-//! Parameters are sent in Postgres text format (the server converts them to the type it
-//! expects), except bytes, which go in binary to a `bytea` parameter. Columns are read from
+//! Parameters are sent in Postgres text format with no declared type (the server converts
+//! them to the type the statement expects), except bytes, which go in binary as a `bytea`
+//! value (where the statement expects another type, the server converts or refuses it as
+//! SQL does for a `bytea`). Columns are read from
 //! the binary format into the natural [`Value`] of their type; a column type this crate
 //! cannot read is an
 //! [`Error::UnsupportedType`](super::Error::UnsupportedType) that says how to cast it.

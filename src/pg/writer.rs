@@ -11,9 +11,16 @@
 //! the refusal lock, rolls back and fails with [`Error::Refused`]. Otherwise the refused
 //! writers still connected are listed, so the host can raise their alerts on the ledger it
 //! writes.
+//!
+//! Every writer in the line pays each round trip made under the lock, so a write's start
+//! travels as one simple-query message: `BEGIN`, the lock, and the floor read together with
+//! whether any refusal lock is held. The lock stays the transaction's first statement; when
+//! it is cancelled the server skips the rest of the message, the transaction is rolled back
+//! and the lock is asked for again. The schema check is a look-up in this process after the
+//! first write, and the refused-writers query runs only when a refusal lock is held.
 
 use super::alerts::{refused_writers, Alert, RefusedWriter};
-use super::connection::{Connection, Tx};
+use super::connection::{Connection, TextResults, Tx};
 use super::error::Error;
 use super::floor::{ensure_schema, take_refusal_lock};
 use super::protocol::{
@@ -30,6 +37,13 @@ impl Connection {
     /// statement, and with [`Error::LockNotGranted`] when every wait was cancelled (the
     /// transaction is then rolled back).
     pub fn lock_writer(&mut self) -> Result<u32, Error> {
+        self.lock_writer_then(None).map(|(waits, _)| waits)
+    }
+
+    /// Takes the writer lock like [`Connection::lock_writer`], sending `BEGIN` (when no
+    /// transaction is open), the lock and `then` (statements without parameters) as one
+    /// message; returns the waits and the rows of each statement of `then`, as text.
+    fn lock_writer_then(&mut self, then: Option<&str>) -> Result<(u32, TextResults), Error> {
         if let Tx::Open { statements, .. } = self.tx {
             if statements > 0 {
                 return Err(Error::AlreadyInTransaction);
@@ -37,11 +51,25 @@ impl Connection {
         }
         let tries = self.settings().get_lock_tries();
         for attempt in 1..=tries {
-            if !self.in_transaction() {
-                self.begin()?;
+            let opens = !self.in_transaction();
+            let mut sql = String::new();
+            if opens {
+                sql.push_str("BEGIN; ");
             }
-            match self.execute_batch(WRITER_LOCK_SQL) {
-                Ok(()) => return Ok(attempt),
+            sql.push_str(WRITER_LOCK_SQL);
+            let mut statements = 1;
+            if let Some(then) = then {
+                sql.push_str("; ");
+                sql.push_str(then);
+                statements += 1;
+            }
+            match self.simple_rows(&sql, opens, statements) {
+                Ok(mut results) => {
+                    // BEGIN's and the lock's (empty) results come first.
+                    let skip = usize::from(opens) + 1;
+                    let rest = results.split_off(skip.min(results.len()));
+                    return Ok((attempt, rest));
+                }
                 Err(err) if err.code().is_some_and(|c| is_cancelled_wait(c.code())) => {
                     self.rollback()?;
                 }
@@ -72,8 +100,8 @@ impl Connection {
             }
         }
         ensure_schema(self)?;
-        let waits = self.lock_writer()?;
-        let checked = self.check_floor();
+        let (waits, results) = self.lock_writer_then(Some(&floor_check_sql()))?;
+        let checked = self.check_floor(&results);
         match checked {
             Ok((floor, false)) => Ok(WriteStart {
                 waits,
@@ -109,19 +137,11 @@ impl Connection {
         })
     }
 
-    /// Reads the stored floor under the writer lock and refuses this writer if it is below.
-    /// Reads the stored floor and, in the same round trip, whether any
-    /// refused writer's lock is held in this database: the full
-    /// refused-writers query joins `pg_stat_activity`, which costs a write
-    /// more than a millisecond, so it runs only when there is one to name.
-    fn check_floor(&mut self) -> Result<(Option<i64>, bool), Error> {
-        let rows = self.execute(&floor_check_sql(), &[])?;
-        let rows: Vec<_> = rows
-            .into_rows()
-            .into_iter()
-            .map(|r| r.into_values())
-            .collect();
-        let check = FloorCheck::read(&rows);
+    /// Refuses this writer if it is below the stored floor, from the result of the floor
+    /// check that travelled with the lock (see [`floor_check_sql`]); returns the floor and
+    /// whether any refused writer's lock is held.
+    fn check_floor(&mut self, results: &TextResults) -> Result<(Option<i64>, bool), Error> {
+        let check = FloorCheck::read(results.first().map(Vec::as_slice).unwrap_or(&[]));
         let version = i64::from(self.settings().get_version());
         if let Some((version, floor)) = check.refusal(version) {
             take_refusal_lock(self, version, floor)?;
