@@ -1,4 +1,4 @@
-//! The SQLite scenarios (1 to 5 and issue 8's mixed writers), each mode in
+//! The SQLite scenarios (1 to 5 and 8, the mixed writers), each mode in
 //! fresh worker processes on a fresh database.
 
 use std::path::{Path, PathBuf};
@@ -188,7 +188,7 @@ impl<'r> Sqlite<'r> {
         Ok((db, run))
     }
 
-    /// Scenario 1: the seed's 48 transactions of 300 ms started together.
+    /// Scenario 1: the driver documentation's 48 transactions of 300 ms started together.
     pub fn scenario1(&mut self) -> Result<()> {
         let n = if self.quick { 16 } else { 48 };
         let hold = Duration::from_millis(300);
@@ -268,7 +268,6 @@ impl<'r> Sqlite<'r> {
             }));
             if QUEUE.contains(&mode) {
                 self.report.targets.push(Target::at_most(
-                    7,
                     "S1 total ÷ serial sum",
                     mode.name(),
                     over_held,
@@ -276,7 +275,6 @@ impl<'r> Sqlite<'r> {
                     ratio5,
                 ));
                 self.report.targets.push(Target::at_most(
-                    8,
                     "S1 total ÷ serial sum",
                     mode.name(),
                     over_held,
@@ -288,7 +286,7 @@ impl<'r> Sqlite<'r> {
         }
         table.note("total: from the shared start instant to the last commit; Σ held: the sum of each committed transaction's BEGIN-granted to commit-returned time (the serial sum).");
         table.note(format!(
-            "The seed's driver: 14.7 s against 14.4 s (1.021). Targets: ≤ 1.005 (issue 7), ≤ 1.001 (issue 8).{}",
+            "Exponential's driver, as its documentation measured it: 14.7 s against 14.4 s (1.021). Targets: ≤ 1.005, and ≤ 1.001.{}",
             if self.quick { " QUICK: 16 transactions instead of 48." } else { "" }
         ));
         table.note("Deferred BEGIN reads first, so a writer that finds the lock taken at its first write fails at once (SQLITE_BUSY, no busy handler inside a read transaction).");
@@ -385,7 +383,6 @@ impl<'r> Sqlite<'r> {
                 if QUEUE.contains(&mode) {
                     let ok = committed == 3 * procs && run.failed() == 0 && check.lost() == 0;
                     self.report.targets.push(Target::check(
-                        7,
                         &format!("S2 nothing lost, {procs} processes × 3"),
                         mode.name(),
                         "all committed, none lost",
@@ -402,14 +399,13 @@ impl<'r> Sqlite<'r> {
         }
         if self.quick {
             self.report.targets.push(Target::skipped(
-                7,
                 "S2 nothing lost, 256 processes × 3",
                 "queue",
                 "all committed, none lost",
                 "QUICK run",
             ));
         }
-        table.note("The seed: 192 publishes from 64 processes all completed, where the earlier start lost 6. Wait limit 25 s (busy timeout 25 s for the baselines).");
+        table.note("Exponential's driver documentation: 192 publishes from 64 processes all completed, where the earlier start lost 6. Wait limit 25 s (busy timeout 25 s for the baselines).");
         self.report.table(table);
         self.report.record("s2_publishes", json!(json_rows));
         Ok(())
@@ -522,12 +518,11 @@ impl<'r> Sqlite<'r> {
                 if n == self.top_writers {
                     if mode == Mode::Poll {
                         // The hand-off's rate is judged on alternated runs
-                        // below; the seed protocol is a hundred times off.
+                        // below; the driver's polling protocol is a hundred times off.
                         self.rate_targets("S3 16 writers ÷ serial rate", mode, rate / serial_rate);
                     }
                     if QUEUE.contains(&mode) {
                         self.report.targets.push(Target::at_most(
-                            8,
                             "S3 16 writers longest wait",
                             mode.name(),
                             longest as f64,
@@ -535,7 +530,6 @@ impl<'r> Sqlite<'r> {
                             dur_f,
                         ));
                         self.report.targets.push(Target::at_most(
-                            8,
                             "S3 16 writers: worst commit count from mean",
                             mode.name(),
                             spread.worst * 100.0,
@@ -550,7 +544,7 @@ impl<'r> Sqlite<'r> {
         table.note("÷ serial: against one process committing alone with BEGIN IMMEDIATE and no queue, run before each group; the best of those runs is the serial rate (other work on a shared machine only slows a run).");
         table.note("Longest txn: the longest BEGIN-returned to commit-returned time of one transaction, the serial run's included: a WAL checkpoint's fsync (every ~1000 pages) or a preemption. A writer waiting behind 15 slices waits through every such transaction in them, which no queue can shorten.");
         table.note("Waits include those still running at the end of the run (counted to the end). Deferred BEGIN with one INSERT takes the write lock at that first statement, under the busy handler: here it behaves like BEGIN IMMEDIATE.");
-        table.note("Issue 8 measured: busy handler 1.12 (4 writers) / 1.05 (16), longest wait 5.0 s / 5.2 s; seed protocol 0.02 / 0.07, longest 44 / 55 ms.");
+        table.note("Measured before the hand-off page: busy handler 1.12 (4 writers) / 1.05 (16), longest wait 5.0 s / 5.2 s; the driver's polling protocol 0.02 / 0.07, longest 44 / 55 ms.");
         self.report.table(table);
         self.report.record(
             "s3_short_transactions",
@@ -569,18 +563,11 @@ impl<'r> Sqlite<'r> {
         Ok(())
     }
 
-    /// Issues 7 and 8 both ask for 16 writers at 0.8 of the serial rate.
+    /// 16 writers at 0.8 of the serial rate at least.
     fn rate_targets(&mut self, what: &str, mode: Mode, ratio: f64) {
-        for issue in [7, 8] {
-            self.report.targets.push(Target::at_least(
-                issue,
-                what,
-                mode.name(),
-                ratio,
-                0.8,
-                fraction,
-            ));
-        }
+        self.report
+            .targets
+            .push(Target::at_least(what, mode.name(), ratio, 0.8, fraction));
     }
 
     /// Scenario 3, alternated: the machine's speed drifts by a fifth over a
@@ -708,7 +695,6 @@ impl<'r> Sqlite<'r> {
                 let s1 = source.starts_with("S1");
                 let tag = if s1 { "S1" } else { "S3@16" };
                 let mut p50 = Target::at_most(
-                    7,
                     &format!("S4 release→start p50 ({tag})"),
                     mode.name(),
                     d.p50 as f64,
@@ -720,7 +706,6 @@ impl<'r> Sqlite<'r> {
                 }
                 self.report.targets.push(p50);
                 self.report.targets.push(Target::at_most(
-                    7,
                     &format!("S4 release→start p99 ({tag})"),
                     mode.name(),
                     d.p99 as f64,
@@ -729,7 +714,6 @@ impl<'r> Sqlite<'r> {
                 ));
                 if s1 {
                     self.report.targets.push(Target::at_most(
-                        8,
                         "S1 release→start p50",
                         mode.name(),
                         d.p50 as f64,
@@ -737,7 +721,6 @@ impl<'r> Sqlite<'r> {
                         dur_f,
                     ));
                     self.report.targets.push(Target::at_most(
-                        8,
                         "S1 release→start p99",
                         mode.name(),
                         d.p99 as f64,
@@ -753,7 +736,7 @@ impl<'r> Sqlite<'r> {
         }
         table.note("Counted only where the next writer was already waiting when the previous commit returned. Timestamps are CLOCK_MONOTONIC, read by the workers.");
         table.note("A next BEGIN that returned before the previous commit call did (the releaser was descheduled between its unlock and its clock read) counts as 0.");
-        table.note("Targets: p50 ≤ 0.2 ms, p99 ≤ 2 ms (issue 7); on S1 p50 ≤ 0.1 ms, p99 ≤ 1 ms (issue 8).");
+        table.note("Targets: p50 ≤ 0.2 ms, p99 ≤ 2 ms; on S1 p50 ≤ 0.1 ms, p99 ≤ 1 ms.");
         self.report.table(table);
         self.report.record("s4_handoff_latency", json!(json_rows));
         Ok(())
@@ -928,7 +911,6 @@ impl<'r> Sqlite<'r> {
             }));
             if label.starts_with("on") {
                 self.report.targets.push(Target::at_most(
-                    7,
                     "S5 interactive p99 wait vs hot loop",
                     interactive.name(),
                     d.p99 as f64,
@@ -945,7 +927,7 @@ impl<'r> Sqlite<'r> {
         Ok(())
     }
 
-    /// Issue 8's mixed writers: the library's and plain flock() loops.
+    /// Scenario 8's mixed writers: the library's and plain flock() loops.
     pub fn mixed(&mut self) -> Result<()> {
         let dur = if self.quick {
             Duration::from_secs(1)
@@ -969,7 +951,7 @@ impl<'r> Sqlite<'r> {
         let turns: usize = run.workers.iter().map(|w| w.turns.len()).sum();
         let mut table = Table::new(
             format!(
-                "Scenario 8 (issue 8): mixed writers on one database for {} s, 1 ms held",
+                "Scenario 8: mixed writers on one database for {} s, 1 ms held",
                 dur.as_secs_f64()
             ),
             &[
@@ -1027,7 +1009,6 @@ impl<'r> Sqlite<'r> {
             json!({"duration_s": dur.as_secs_f64(), "turns": turns, "overlapping": overlaps, "lost": check.lost(), "all_committed": all_committed, "kinds": json_rows}),
         );
         self.report.targets.push(Target::check(
-            8,
             "Mixed writers exclude each other and all commit",
             "handoff+poll+flock",
             "0 overlaps, every writer commits",

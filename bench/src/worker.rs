@@ -24,11 +24,11 @@ pub enum Mode {
     Deferred,
     /// `BEGIN IMMEDIATE` with SQLite's busy handler alone (baseline).
     Immediate,
-    /// The queue with [`Strategy::Poll`], the seed's protocol.
+    /// The queue with [`Strategy::Poll`], Exponential's driver protocol.
     Poll,
     /// The queue with [`Strategy::Handoff`], the futex hand-off page.
     Handoff,
-    /// The seed's protocol written in the bench: lock files only, no page.
+    /// Exponential's driver protocol written in the bench: lock files only, no page.
     SeedFlock,
     /// A plain `flock()` loop: no queue file, no yield.
     HotFlock,
@@ -52,7 +52,7 @@ impl Mode {
             Mode::Immediate => "immediate",
             Mode::Poll => "queue-poll",
             Mode::Handoff => "queue-handoff",
-            Mode::SeedFlock => "seed-flock",
+            Mode::SeedFlock => "driver-flock",
             Mode::HotFlock => "flock-no-yield",
         }
     }
@@ -62,9 +62,9 @@ impl Mode {
         match self {
             Mode::Deferred => "deferred BEGIN + busy timeout",
             Mode::Immediate => "BEGIN IMMEDIATE + busy handler",
-            Mode::Poll => "queue, Strategy::Poll (seed)",
+            Mode::Poll => "queue, Strategy::Poll (driver protocol)",
             Mode::Handoff => "queue, Strategy::Handoff",
-            Mode::SeedFlock => "flock() loop, seed protocol (no page)",
+            Mode::SeedFlock => "flock() loop, driver protocol (no page)",
             Mode::HotFlock => "flock() hot loop, no yield",
         }
     }
@@ -116,7 +116,7 @@ pub struct Config {
 
 impl Config {
     /// A counted or timed run's defaults: one row, no hold, no think time,
-    /// the seed's 25 s wait.
+    /// the driver's 25 s wait.
     pub fn new(mode: Mode, db: &Path, id: usize) -> Config {
         Config {
             mode,
