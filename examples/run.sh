@@ -166,6 +166,17 @@ for source in "$here"/*.rs; do
     mkdir -p "$dir"
     case "$name" in
     queue) rows=1 table=ezurl ;;
+    interrupt)
+        # Writes nothing: its wait must end early, with the interrupted message.
+        if (cd "$dir" && timeout 20 "$target/examples/$name" db.sqlite) >"$dir/out" 2>&1 &&
+            grep -q "^the wait for the writer turn was interrupted after 0\.[0-9] s; nothing was written$" "$dir/out"; then
+            pass "rust_${name}_runs"
+            echo "    $(head -1 "$dir/out")"
+        else
+            fail "rust_${name}_runs" "expected the interrupted message within a second:" "$(tail -5 "$dir/out")"
+        fi
+        continue
+        ;;
     *)
         fail "rust_$name" "examples/run.sh does not know what examples/$name.rs writes: add it to the case"
         continue
