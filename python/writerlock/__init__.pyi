@@ -81,9 +81,9 @@ class WrongDatabase(sqlite3.ProgrammingError, ValueError):
 class WriterQueue:
     """A process's handle on one SQLite database's write queue (fork-safe, picklable)."""
 
-    def __init__(
-        self, path: Union[str, PathLike[str]], *, strategy: Literal["handoff", "poll"] = "handoff"
-    ) -> None: ...
+    def __new__(
+        cls, path: Union[str, PathLike[str]], *, strategy: Literal["handoff", "poll"] = "handoff"
+    ) -> Self: ...
     @classmethod
     def for_connection(
         cls, conn: sqlite3.Connection, *, strategy: Literal["handoff", "poll"] = "handoff"

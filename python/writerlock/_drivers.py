@@ -11,7 +11,7 @@ and ``commit()`` end it.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, List, Literal, Optional, Sequence, Tuple, Type
 
 from . import _native
 from ._errors import InterfaceError, ProgrammingError, SettingNotInEffect
@@ -37,7 +37,7 @@ class Driver:
     def closed(self) -> bool:
         raise NotImplementedError
 
-    def errors(self) -> Tuple[type, ...]:
+    def errors(self) -> Tuple[Type[BaseException], ...]:
         """The driver's exception classes."""
         raise NotImplementedError
 
@@ -132,7 +132,7 @@ class Psycopg3(Driver):
     def closed(self) -> bool:
         return bool(self.conn.closed or getattr(self.conn, "broken", False))
 
-    def errors(self) -> Tuple[type, ...]:
+    def errors(self) -> Tuple[Type[BaseException], ...]:
         import psycopg
 
         return (psycopg.Error,)
@@ -166,7 +166,7 @@ class Psycopg2(Driver):
     def closed(self) -> bool:
         return bool(self.conn.closed)
 
-    def errors(self) -> Tuple[type, ...]:
+    def errors(self) -> Tuple[Type[BaseException], ...]:
         import psycopg2
 
         return (psycopg2.Error,)
@@ -339,7 +339,7 @@ class DriverWrite:
             raise
         return self
 
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Literal[False]:
         if not self._open:
             return False
         self._open = False

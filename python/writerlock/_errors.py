@@ -284,8 +284,9 @@ def pg_error(kind: str, message: str, sqlstate: Optional[str], attrs: Dict[str, 
     return err
 
 
-for _cls in (Busy, NotStarted, NotAutocommit, WrongDatabase):
-    _cls.__module__ = "writerlock"
+for _sqlite_cls in (Busy, NotStarted, NotAutocommit, WrongDatabase):
+    _sqlite_cls.__module__ = "writerlock"
+del _sqlite_cls
 for _cls in (
     Warning,
     Error,

@@ -36,6 +36,7 @@ import re
 import time
 from dataclasses import dataclass
 from typing import (
+    Literal,
     Any,
     Callable,
     Dict,
@@ -513,7 +514,7 @@ class Write:
             raise
         return self
 
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Literal[False]:
         if not self._open:
             return False
         self._open = False
@@ -667,7 +668,7 @@ class Connection:
     def __enter__(self) -> "Connection":
         return self
 
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Literal[False]:
         if exc_type is None:
             self.commit()
         elif not self.closed:

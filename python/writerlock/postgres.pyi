@@ -2,6 +2,7 @@ import datetime
 import sqlite3
 from contextlib import AbstractContextManager
 from typing import (
+    Literal,
     Any,
     Callable,
     Dict,
@@ -16,6 +17,71 @@ from typing import (
     Union,
     overload,
 )
+
+__all__ = [
+    "apilevel",
+    "threadsafety",
+    "paramstyle",
+    "Binary",
+    "Date",
+    "Time",
+    "Timestamp",
+    "DateFromTicks",
+    "TimeFromTicks",
+    "TimestampFromTicks",
+    "STRING",
+    "BINARY",
+    "NUMBER",
+    "DATETIME",
+    "ROWID",
+    "Warning",
+    "Error",
+    "connect",
+    "write",
+    "DriverWrite",
+    "session_options",
+    "check_session",
+    "Connection",
+    "Cursor",
+    "Write",
+    "Pool",
+    "Alert",
+    "RefusedWriter",
+    "setup_schema",
+    "refused_writers",
+    "new_alerts",
+    "stored_floor",
+    "alert_text",
+    "refusal_message",
+    "WRITER_LOCK",
+    "LOCK_WAIT",
+    "LOCK_TRIES",
+    "IDLE_IN_TRANSACTION",
+    "STATEMENT_TIMEOUT",
+    "SESSION",
+    "VERSION",
+    "REQUIRED",
+    "VERSION_SETTING",
+    "REFUSED_SQLSTATE",
+    "REFUSED_LOCK_CLASS",
+    "KEPT_CLOSED_ALERTS",
+    "UNSEEN_CLIENT",
+    "DEFAULT_POOL_SIZE",
+    "DatabaseError",
+    "OperationalError",
+    "IntegrityError",
+    "DataError",
+    "ProgrammingError",
+    "NotSupportedError",
+    "InternalError",
+    "InterfaceError",
+    "WriterLockNotGranted",
+    "Refused",
+    "SessionEnded",
+    "ConnectionClosed",
+    "ConnectError",
+    "SettingNotInEffect",
+]
 
 WRITER_LOCK: int
 LOCK_WAIT: float
@@ -122,6 +188,7 @@ class SettingNotInEffect(OperationalError):
 class InterfaceError(Error, sqlite3.InterfaceError): ...
 
 class RefusedWriter:
+    __match_args__ = ("writer", "pid", "version", "floor")
     writer: str
     pid: int
     version: int
@@ -133,6 +200,7 @@ class RefusedWriter:
     def alert_text(self) -> str: ...
 
 class Alert:
+    __match_args__ = ("text", "open")
     text: str
     open: bool
     def __init__(self, text: str, open: bool = True) -> None: ...
@@ -179,7 +247,7 @@ class Write:
         self, connection: Connection, ledger: Optional[str] = ..., existing_alerts: _ExistingAlerts = ...
     ) -> None: ...
     def __enter__(self) -> Write: ...
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool: ...
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Literal[False]: ...
     def execute(self, sql: str, params: _Params = ...) -> Cursor: ...
     def executemany(self, sql: str, seq_of_params: Iterable[_Params]) -> Cursor: ...
 
@@ -233,7 +301,7 @@ class Connection:
     @property
     def address(self) -> str: ...
     def __enter__(self) -> Connection: ...
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool: ...
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Literal[False]: ...
 
 def connect(
     dsn: str,
