@@ -9,6 +9,7 @@
 //! * [`protocol`]: `PgProtocol`, the core's writer protocol without I/O, which
 //!   `writerlock/_drivers.py` runs on a psycopg (or psycopg2) connection;
 //! * [`dbapi`]: the placeholder checks behind `writerlock.postgres`' DB-API 2.0 errors;
+//! * [`status`]: who holds and who waits, for `python -m writerlock status`;
 //! * [`errors`]: the mapping of the core's errors to the exception classes defined in
 //!   `writerlock/_errors.py`.
 //!
@@ -22,6 +23,7 @@ pub mod errors;
 pub mod pg;
 pub mod protocol;
 pub mod sqlite;
+pub mod status;
 pub mod values;
 
 /// The native part of writerlock; import `writerlock` and `writerlock.postgres` instead.
@@ -29,6 +31,7 @@ pub mod values;
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     sqlite::register(m)?;
+    m.add_function(wrap_pyfunction!(status::lock_status, m)?)?;
     pg::register(m)?;
     protocol::register(m)?;
     dbapi::register(m)?;

@@ -455,7 +455,7 @@ impl PyWriterQueue {
             writerlock::wait::BUSY_TIMEOUT.as_secs_f64(),
         )?;
         check_connection(conn)?;
-        let sql = sql.to_str()?.to_owned();
+        let sql = sql.to_cow()?.into_owned();
         let empty;
         let params = match params {
             Some(p) => p,

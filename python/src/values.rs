@@ -101,7 +101,7 @@ pub fn to_value(value: &Bound<'_, PyAny>, index: usize) -> PyResult<Value> {
         return Ok(Value::Float(f.value()));
     }
     if let Ok(s) = value.cast::<PyString>() {
-        return Ok(Value::Text(s.to_str()?.to_owned()));
+        return Ok(Value::Text(s.to_cow()?.into_owned()));
     }
     if let Ok(b) = value.cast::<PyBytes>() {
         return Ok(Value::Bytes(b.as_bytes().to_vec()));

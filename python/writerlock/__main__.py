@@ -1,0 +1,372 @@
+"""``python -m writerlock``: the ``status`` and ``demo`` commands of the package itself, in
+Python over the installed module, for machines without the ``writerlock`` command.
+
+    python -m writerlock status DB [--json]
+    python -m writerlock demo [--processes 64] [--writes 3] [--hold-ms 5] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import sqlite3
+import sys
+import tempfile
+import time
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from . import WriterQueue, __version__, _native
+
+# statfs magic numbers: (name, kind). The queue is only correct where flock() excludes every
+# writer: on a local disk.
+_FILE_SYSTEMS: Dict[int, Tuple[str, str]] = {
+    0x6969: ("nfs", "network"),
+    0x517B: ("smb", "network"),
+    0xFF534D42: ("cifs", "network"),
+    0xFE534D42: ("smb2", "network"),
+    0x00C36400: ("ceph", "network"),
+    0x5346414F: ("afs", "network"),
+    0x6B414653: ("afs", "network"),
+    0x73757245: ("coda", "network"),
+    0x01021997: ("9p", "network"),
+    0x01161970: ("gfs2", "network"),
+    0x7461636F: ("ocfs2", "network"),
+    0x0BD00BD0: ("lustre", "network"),
+    0x65735546: ("fuse", "fuse"),
+    0xEF53: ("ext2/3/4", "local"),
+    0x58465342: ("xfs", "local"),
+    0x9123683E: ("btrfs", "local"),
+    0x01021994: ("tmpfs", "local"),
+    0x858458F6: ("ramfs", "local"),
+    0x794C7630: ("overlayfs", "local"),
+    0x2FC12FC1: ("zfs", "local"),
+    0xF2F52010: ("f2fs", "local"),
+    0x2011BAB0: ("exfat", "local"),
+    0x4D44: ("vfat", "local"),
+}
+
+
+class UsageError(Exception):
+    """Bad input: printed as one line on stderr, exit status 2."""
+
+
+def _file_system(magic: Optional[int]) -> Dict[str, Any]:
+    name, kind = _FILE_SYSTEMS.get(magic or -1, ("unknown", "unknown"))
+    warning = None
+    if kind == "network":
+        warning = (
+            f"the database is on a network file system ({name}): flock() there does not "
+            "exclude writers on other machines, so writers elsewhere can write at the same "
+            "time and fail with \"database is locked\"; the queue is only correct on a local "
+            "disk: move the database to one"
+        )
+    elif kind == "fuse":
+        warning = (
+            "the database is on a FUSE file system: whether flock() excludes writers depends "
+            "on its implementation; the queue is only known to be correct on a local disk"
+        )
+    elif kind == "unknown":
+        shown = f"magic 0x{magic:x}" if magic is not None else "statfs failed"
+        warning = (
+            f"the database is on a file system writerlock does not know ({shown}): the queue "
+            "is only correct where flock() excludes every writer, that is on a local disk; "
+            "check that this one is"
+        )
+    return {
+        "name": name,
+        "magic": f"0x{magic:x}" if magic is not None else "",
+        "kind": kind,
+        "warning": warning,
+    }
+
+
+def _command(pid: int) -> Optional[str]:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    return " ".join(p.decode(errors="replace") for p in raw.split(b"\0") if p) or None
+
+
+def _process_age(pid: int) -> Optional[float]:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+    except (OSError, IndexError, ValueError):
+        return None
+    started = int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22 of stat: starttime
+    return max(0.0, uptime - started)
+
+
+def status(path: str) -> Dict[str, Any]:
+    """Who holds the writer lock of the database at ``path`` and who waits, as a dict."""
+    if path in ("", ":memory:") or path.startswith("file::memory:"):
+        raise UsageError("an in-memory database has no writer lock: give the database file's path")
+    lock_path = path + _native.LOCK_SUFFIX
+    if not os.path.exists(path) and not os.path.exists(lock_path):
+        raise UsageError(f"{path} does not exist (nor its writer lock file): check the path")
+    if os.path.isdir(path):
+        raise UsageError(f"{path} is a directory, not a SQLite database file")
+    if os.path.exists(path):
+        with open(path, "rb") as f:
+            head = f.read(16)
+        if head and head != b"SQLite format 3\0":
+            raise UsageError(f"{path} is not a SQLite database (its first bytes are not SQLite's header)")
+    raw = _native.lock_status(path)
+    holder = None
+    if raw["holder"] is not None:
+        pid = raw["holder"]
+        holder = {
+            "pid": pid,
+            "alive": os.path.exists(f"/proc/{pid}"),
+            "command": _command(pid),
+            "held_for_s": raw["held_for"],
+            "process_age_s": _process_age(pid),
+        }
+    return {
+        "database": path,
+        "lock_file": {"path": str(raw["lock_file"]), "exists": raw["lock_exists"]},
+        "queue_file": {"path": str(raw["queue_file"]), "exists": raw["queue_exists"]},
+        "holder": holder,
+        "waiting": len(raw["waiters"]),
+        "waiters": raw["waiters"],
+        "blocked": raw["blocked"],
+        "outside_queue": raw["outside_queue"],
+        "filesystem": _file_system(raw["fs_magic"]),
+    }
+
+
+def _pids(pids: Sequence[int]) -> str:
+    return "pid " + ", ".join(str(p) for p in pids)
+
+
+def print_status(s: Dict[str, Any]) -> None:
+    def line(label: str, text: str) -> None:
+        print(f"{label:<12} {text}")
+
+    fs = s["filesystem"]
+    line("database", s["database"])
+    line("file system", fs["name"] + (f" ({fs['magic']})" if fs["magic"] else ""))
+    if not s["lock_file"]["exists"]:
+        line(
+            "writer lock",
+            f"no writer has used the queue on this database yet: {s['lock_file']['path']} "
+            "does not exist",
+        )
+    elif s["holder"] is None:
+        line("writer lock", "free: nobody holds it")
+    else:
+        h = s["holder"]
+        if h["held_for_s"] is not None:
+            held = f"held for {h['held_for_s']:.3f} s (since its acquisition stamped on the hand-off page)"
+        else:
+            held = "held for an unknown time"
+        line("writer lock", f"held by pid {h['pid']}, {held}")
+        if h["command"]:
+            line("  command", h["command"])
+        elif not h["alive"]:
+            line("  command", "the process that took the lock has exited (a child it forked holds it)")
+        if h["held_for_s"] is None and h["process_age_s"] is not None:
+            line(
+                "  held for",
+                f"not recorded on the hand-off page; the process started "
+                f"{h['process_age_s']:.1f} s ago, so at most that",
+            )
+    if s["waiting"] == 0:
+        line("waiting", "nobody")
+    else:
+        n = s["waiting"]
+        line("waiting", f"{n} writer{'s' if n > 1 else ''} ({_pids(s['waiters'])})")
+    if s["blocked"]:
+        line("blocked", f"{len(s['blocked'])} in a blocking flock() on the lock file, outside the queue ({_pids(s['blocked'])})")
+    if s["outside_queue"]:
+        line("outside", f"SQLite's write lock is held outside the queue by {_pids(s['outside_queue'])}")
+    if fs["warning"]:
+        line("WARNING", fs["warning"])
+
+
+# ---------------------------------------------------------------------------------------------
+# demo
+
+MODES = ("queue", "plain", "immediate")
+
+
+def _publish_all(path: str, mode: str, writes: int, hold: float, busy_ms: int) -> List[Dict[str, Any]]:
+    """One worker process: ``writes`` publishes (read the counter, hold, write it back, log)."""
+    conn = sqlite3.connect(path, isolation_level=None, timeout=busy_ms / 1000.0)
+    queue = WriterQueue(path)
+    out = []
+    for _ in range(writes):
+        start = time.monotonic()
+        error = None
+        try:
+            if mode == "queue":
+                with queue.transaction(conn, wait=25.0):
+                    _work(conn, hold)
+            else:
+                conn.execute("BEGIN" if mode == "plain" else "BEGIN IMMEDIATE")
+                try:
+                    _work(conn, hold)
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+        except sqlite3.Error as err:
+            error = str(err)
+        elapsed = time.monotonic() - start
+        out.append({"ok": error is None, "error": error, "wait": max(0.0, elapsed - hold)})
+    conn.close()
+    return out
+
+
+def _work(conn: sqlite3.Connection, hold: float) -> None:
+    n = conn.execute("SELECT n FROM counter").fetchone()[0]
+    time.sleep(hold)
+    conn.execute("UPDATE counter SET n = ?", (n + 1,))
+    conn.execute("INSERT INTO log (pid, n) VALUES (?, ?)", (os.getpid(), n + 1))
+
+
+def _quantile(values: List[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def demo(processes: int, writes: int, hold_ms: int, busy_ms: int) -> List[Dict[str, Any]]:
+    """Runs the three modes on a temporary database; returns one result per mode."""
+    results = []
+    ctx = multiprocessing.get_context("fork")
+    with tempfile.TemporaryDirectory(prefix="writerlock-demo-") as tmp:
+        for mode in MODES:
+            path = os.path.join(tmp, f"{mode}.db")
+            db = sqlite3.connect(path, isolation_level=None)
+            db.execute("PRAGMA journal_mode = WAL")
+            db.execute("CREATE TABLE counter (n INTEGER NOT NULL)")
+            db.execute("INSERT INTO counter VALUES (0)")
+            db.execute("CREATE TABLE log (pid INTEGER, n INTEGER)")
+            start = time.monotonic()
+            with ctx.Pool(processes) as pool:
+                runs = pool.starmap(
+                    _publish_all, [(path, mode, writes, hold_ms / 1000.0, busy_ms)] * processes
+                )
+            total = time.monotonic() - start
+            records = [r for run in runs for r in run]
+            committed = sum(r["ok"] for r in records)
+            counter = db.execute("SELECT n FROM counter").fetchone()[0]
+            db.close()
+            waits = [r["wait"] for r in records if r["ok"]]
+            errors = sorted({r["error"] for r in records if r["error"]})
+            results.append(
+                {
+                    "mode": mode,
+                    "committed": committed,
+                    "publishes": len(records),
+                    "failed": len(records) - committed,
+                    "lost_updates": committed - counter,
+                    "total_s": total,
+                    "wait_p50_s": _quantile(waits, 0.5),
+                    "wait_p99_s": _quantile(waits, 0.99),
+                    "wait_max_s": max(waits) if waits else 0.0,
+                    "errors": errors[:3],
+                }
+            )
+    return results
+
+
+def print_demo(results: List[Dict[str, Any]]) -> None:
+    print(f"{'mode':<10} {'committed':>9} {'failed':>7} {'total':>9} {'wait p50':>9} {'wait p99':>9} {'wait max':>9}")
+    for r in results:
+        print(
+            f"{r['mode']:<10} {r['committed']:>5}/{r['publishes']:<3} {r['failed']:>7} "
+            f"{r['total_s']:>7.2f} s {r['wait_p50_s'] * 1000:>6.1f} ms {r['wait_p99_s'] * 1000:>6.1f} ms "
+            f"{r['wait_max_s'] * 1000:>6.1f} ms"
+        )
+    print(
+        "queue: writerlock's write queue; plain: deferred BEGIN with the busy timeout; "
+        "immediate: BEGIN IMMEDIATE with SQLite's busy handler alone"
+    )
+    for r in results:
+        for text in r["errors"]:
+            print(f"{r['mode']}: {text}")
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 1 <= value <= 1024:
+        raise argparse.ArgumentTypeError(f"{value} is out of range: give 1 to 1024")
+    return value
+
+
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 0 <= value <= 600_000:
+        raise argparse.ArgumentTypeError(f"{value} is out of range: give 0 to 600000")
+    return value
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m writerlock",
+        description="The SQLite write queue's status and demo, from the installed Python package.",
+    )
+    parser.add_argument("--version", action="version", version=f"writerlock {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    st = sub.add_parser(
+        "status",
+        help="who holds a database's writer lock and who waits",
+        description="Shows who holds the writer lock of a SQLite database now (pid, command, "
+        "hold time when the hand-off page records it), how many writers wait, writers outside "
+        "the queue, and warns when the file system is not a local disk. Reads only.",
+    )
+    st.add_argument("db", help="the SQLite database file")
+    st.add_argument("--json", action="store_true", help="print the status as JSON")
+    de = sub.add_parser(
+        "demo",
+        help="processes publishing at once: the queue vs plain BEGIN vs BEGIN IMMEDIATE",
+        description="Starts PROCESSES processes that each publish WRITES times (read a counter, "
+        "hold, write it back) on a temporary database, through the queue, with a deferred "
+        "BEGIN and with BEGIN IMMEDIATE, and compares what committed.",
+    )
+    de.add_argument("--processes", type=_positive, default=64)
+    de.add_argument("--writes", type=_positive, default=3)
+    de.add_argument("--hold-ms", type=_non_negative, default=5)
+    de.add_argument("--busy-timeout-ms", type=_non_negative, default=5000)
+    de.add_argument("--json", action="store_true", help="print the results as JSON")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "status":
+            s = status(args.db)
+            if args.json:
+                print(json.dumps(s, indent=2))
+            else:
+                print_status(s)
+        else:
+            results = demo(args.processes, args.writes, args.hold_ms, args.busy_timeout_ms)
+            if args.json:
+                print(json.dumps(results, indent=2))
+            else:
+                print_demo(results)
+    except UsageError as err:
+        print(f"python -m writerlock {args.command}: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:
+        print(f"python -m writerlock {args.command}: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
