@@ -605,7 +605,6 @@ fn scenario6(url: &str, quick: bool, out: &Path, report: &mut Report) -> Result<
         let what = format!("S6 Postgres writes/s, {clients} client(s)");
         if programs.missing(Writer::Python).is_some() || base <= 0.0 {
             report.targets.push(Target::skipped(
-                14,
                 &what,
                 "Python write() ÷ psycopg",
                 &format!("≥ {GOAL:.2}"),
@@ -613,7 +612,6 @@ fn scenario6(url: &str, quick: bool, out: &Path, report: &mut Report) -> Result<
             ));
         } else {
             report.targets.push(Target::at_least(
-                14,
                 &what,
                 "Python write() ÷ psycopg",
                 python / base,
@@ -626,7 +624,6 @@ fn scenario6(url: &str, quick: bool, out: &Path, report: &mut Report) -> Result<
                 continue;
             }
             report.targets.push(Target::at_least(
-                14,
                 &what,
                 name,
                 medians[wi][ci] / python,
