@@ -152,9 +152,8 @@ def test_lock_file_that_cannot_be_opened(tmp_path: Path) -> None:
     conn = sqlite3.connect(path, isolation_level=None)
     os.mkdir(path + writerlock.LOCK_SUFFIX)  # a directory where the lock file belongs
     q = writerlock.WriterQueue(path)
-    with pytest.raises(sqlite3.OperationalError, match="could not open the writer lock file") as info:
+    with pytest.raises(sqlite3.OperationalError, match="is a directory, not a regular file"):
         q.begin(conn, wait=1.0)
-    assert isinstance(info.value.__cause__, OSError)
     assert not q.holding and not conn.in_transaction
 
 
