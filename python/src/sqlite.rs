@@ -43,8 +43,13 @@ pub struct Signals {
 }
 
 impl Signals {
-    /// `wait` with Python's signal check as its interrupt.
-    pub fn watch(&self, wait: Wait) -> Wait {
+    /// `wait` with Python's signal check as its interrupt, when the caller is Python's main
+    /// thread: Python runs signal handlers only there, so a wait in another thread needs no
+    /// check (and never takes the interpreter lock for one).
+    pub fn watch(&self, py: Python<'_>, wait: Wait) -> Wait {
+        if !on_main_thread(py) {
+            return wait;
+        }
         let raised = Arc::clone(&self.raised);
         wait.with_interrupt(Interrupt::new(move || {
             Python::attach(|py| match py.check_signals() {
@@ -61,6 +66,20 @@ impl Signals {
     pub fn take(&self) -> Option<PyErr> {
         self.raised.lock().unwrap_or_else(|p| p.into_inner()).take()
     }
+}
+
+/// Whether the calling thread is Python's main thread (`threading.main_thread()`).
+fn on_main_thread(py: Python<'_>) -> bool {
+    let check = || -> PyResult<bool> {
+        let threading = py.import(intern!(py, "threading"))?;
+        let me = threading.call_method0(intern!(py, "get_ident"))?;
+        let main = threading
+            .call_method0(intern!(py, "main_thread"))?
+            .getattr(intern!(py, "ident"))?;
+        me.eq(main)
+    };
+    // If Python cannot tell, checking costs a little and never misses a signal.
+    check().unwrap_or(true)
 }
 
 /// A Python `sqlite3.Connection` seen by the core queue.
@@ -90,8 +109,8 @@ impl PySession {
     }
 
     /// `wait`, ended early by a Python signal handler that raises.
-    pub fn watch(&self, wait: Wait) -> Wait {
-        self.signals.watch(wait)
+    pub fn watch(&self, py: Python<'_>, wait: Wait) -> Wait {
+        self.signals.watch(py, wait)
     }
 
     /// Runs `sql` (no parameters) and returns its first row.
@@ -395,7 +414,7 @@ impl PyWriterQueue {
     ) -> PyResult<()> {
         check_connection(conn)?;
         let session = PySession::new(conn, None);
-        let wait = session.watch(transaction_wait(wait, setting)?);
+        let wait = session.watch(py, transaction_wait(wait, setting)?);
         let queue = &self.inner;
         py.detach(|| queue.begin(&session, &wait))
             .map_err(|e| session.raise(py, e))
@@ -465,7 +484,7 @@ impl PyWriterQueue {
             }
         };
         let session = PySession::new(conn, Some(params));
-        let limit = session.watch(limit);
+        let limit = session.watch(py, limit);
         let queue = &self.inner;
         py.detach(|| queue.execute(&session, &sql, &limit))
             .map_err(|e| session.raise(py, e))?;
@@ -481,7 +500,7 @@ impl PyWriterQueue {
     #[pyo3(signature = (wait = 25.0, setting = None))]
     fn acquire(&self, py: Python<'_>, wait: f64, setting: Option<String>) -> PyResult<f64> {
         let signals = Signals::default();
-        let wait = signals.watch(transaction_wait(wait, setting)?);
+        let wait = signals.watch(py, transaction_wait(wait, setting)?);
         let queue = &self.inner;
         match py.detach(|| queue.take(BusyKind::Transaction, &wait)) {
             Ok(waited) => Ok(waited.as_secs_f64()),

@@ -38,7 +38,13 @@ wheel="$(ls "$wheels"/writerlock-*.whl)"
 "$venv/bin/pip" install --quiet --force-reinstall --no-deps "$wheel"
 echo "python tests: installed $(basename "$wheel")"
 
+# The abi3 wheel itself, for the test that installs it into other CPython versions.
+export WRITERLOCK_WHEEL="$wheel"
+
 if (( $# == 0 )); then
     set -- "$here"
 fi
-exec "$venv/bin/python" -m pytest -p no:cacheprovider --rootdir "$here" "$@"
+# Not exec: the EXIT trap removes the wheel directory after pytest.
+status=0
+"$venv/bin/python" -m pytest -p no:cacheprovider --rootdir "$here" "$@" || status=$?
+exit "$status"

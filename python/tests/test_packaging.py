@@ -108,3 +108,79 @@ def test_python_m_writerlock_demo_commits_every_queued_publish(tmp_path: Path) -
     table = run_module(["demo", "--processes", "2", "--writes", "1"], tmp_path)
     assert table.returncode == 0, table.stderr
     assert table.stdout.splitlines()[0].split()[:3] == ["mode", "committed", "failed"]
+
+
+SMOKE = """
+import sqlite3, sys, tempfile, os
+import writerlock
+path = os.path.join(tempfile.mkdtemp(), "ledger.db")
+conn = sqlite3.connect(path, isolation_level=None)
+conn.execute("CREATE TABLE t (x)")
+queue = writerlock.WriterQueue.for_connection(conn)
+with queue.transaction(conn, wait=2.0):
+    conn.execute("INSERT INTO t VALUES (1)")
+queue.execute(conn, "INSERT INTO t VALUES (2)", wait=2.0)
+assert conn.execute("SELECT count(*) FROM t").fetchone()[0] == 2
+legacy = sqlite3.connect(path)                 # Python opens transactions itself
+try:
+    queue.begin(legacy)
+except writerlock.NotAutocommit as err:
+    advice = "autocommit=True" if sys.version_info >= (3, 12) else "isolation_level=None"
+    assert "open it with sqlite3.connect(path, " + advice in str(err), str(err)
+else:
+    raise AssertionError("NotAutocommit not raised")
+if sys.version_info >= (3, 12):                # the autocommit=True connection 3.12 recommends
+    auto = sqlite3.connect(path, autocommit=True)
+    with queue.transaction(auto, wait=2.0):
+        auto.execute("INSERT INTO t VALUES (3)")
+    assert auto.execute("SELECT count(*) FROM t").fetchone()[0] == 3
+from writerlock import postgres
+assert postgres.WRITER_LOCK == 1279607879
+print(writerlock.__version__, "%d.%d" % sys.version_info[:2])
+"""
+
+
+def other_cpythons() -> List[str]:
+    """CPython interpreters from 3.9 on this machine besides the test's own (pyenv's, and
+    /usr/bin/python3.X); a fresh Debian 12 machine has none, and then the test's own
+    interpreter is the one checked."""
+    found = {}
+    candidates = sorted(Path(os.path.expanduser("~/.pyenv/versions")).glob("3.*/bin/python3"))
+    candidates += sorted(Path("/usr/bin").glob("python3.[0-9]*"))
+    for exe in candidates:
+        if not os.access(exe, os.X_OK) or not re.fullmatch(r"python3(\.\d+)?", exe.name):
+            continue
+        probe = subprocess.run(
+            [str(exe), "-c", "import sys, sqlite3; print('%d.%d' % sys.version_info[:2])"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        version = probe.stdout.strip()
+        if probe.returncode == 0 and tuple(map(int, version.split("."))) >= (3, 9):
+            found.setdefault(version, str(exe))
+    return [found[v] for v in sorted(found, key=lambda v: tuple(map(int, v.split("."))))]
+
+
+def test_the_one_wheel_runs_on_every_cpython_from_3_9(tmp_path: Path) -> None:
+    wheel = os.environ.get("WRITERLOCK_WHEEL", "")
+    assert wheel and os.path.exists(wheel), "run through python/tests/run.sh, which builds the wheel"
+    interpreters = other_cpythons() or [sys.executable]
+    seen = []
+    for i, exe in enumerate(interpreters):
+        venv = tmp_path / f"venv{i}"
+        subprocess.run([exe, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+        py = str(venv / "bin" / "python")
+        site = subprocess.run(
+            [py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True, text=True, check=True, timeout=30,
+        ).stdout.strip()
+        # Unpack the wheel into the venv as an installer would (no pip needed in the venv).
+        subprocess.run(
+            [sys.executable, "-m", "zipfile", "-e", wheel, site], check=True, timeout=60
+        )
+        done = subprocess.run([py, "-c", SMOKE], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, f"{exe}: {done.stdout}{done.stderr}"
+        seen.append(done.stdout.split()[1])
+    print("the abi3 wheel ran on CPython " + ", ".join(seen))
+    assert seen
