@@ -1,8 +1,4 @@
 <?php
-// Loads the stand-ins and the queued driver.
-require_once __DIR__ . '/ezdebug.php';
-require_once __DIR__ . '/ezini.php';
-require_once __DIR__ . '/ezdb.php';
-require_once __DIR__ . '/ezdbinterface.php';
-require_once __DIR__ . '/ezsqlite3db.php';
-require_once __DIR__ . '/../../driver/eZSQLite3QueuedDB.php';
+// Loads the stand-ins and the queued driver from the extension folder.
+require_once __DIR__ . '/kernel.php';
+require_once __DIR__ . '/../../driver/writerlock/classes/ezsqlite3queueddb.php';

@@ -12,15 +12,17 @@
  * SQLiteBusyTimeout milliseconds (default 5000; SQLiteCLIBusyTimeout, default
  * 30000, on the command line). A wait that runs out is logged with its exact
  * message through eZDebug::writeError() (var/log/error.log) and fails the
- * transaction or the query the way eZ drivers do (reportError()). Without
- * the extension loaded the driver says so once and starts transactions with
- * BEGIN IMMEDIATE under SQLite's busy timeout.
+ * transaction or the query the way eZ drivers do (reportError()), and so
+ * does a COMMIT that SQLite refuses. Without the extension loaded the driver
+ * says so once (var/log/error.log) and starts transactions with BEGIN
+ * IMMEDIATE under SQLite's busy timeout.
  *
- * Selected in site.ini (settings/override/site.ini.append.php):
- *
- *     [DatabaseSettings]
- *     DatabaseImplementation=sqlite3
- *     ImplementationAlias[sqlite3]=eZSQLite3QueuedDB
+ * Shipped as the Exponential extension "writerlock" (this file is
+ * extension/writerlock/classes/ezsqlite3queueddb.php; its
+ * settings/site.ini.append.php sets ImplementationAlias[sqlite3]): activate
+ * it with ActiveExtensions[]=writerlock, regenerate the autoloads
+ * (php bin/php/ezpgenerateautoloads.php --extension), and keep
+ * DatabaseImplementation=sqlite3.
  */
 class eZSQLite3QueuedDB extends eZSQLite3DB
 {
@@ -52,16 +54,47 @@ class eZSQLite3QueuedDB extends eZSQLite3DB
     /** @var WriterLock\Queue|false|null The database's queue (null: not looked up yet, false: none) */
     protected $WriterQueueHandle = null;
 
+    /** @var int|false The process that began the queued transaction (a forked child inherits it) */
+    protected $QueuedPid = false;
+
+    /** @var bool Set by commitQuery() when the COMMIT failed */
+    protected $QueuedCommitFailed = false;
+
+    /** @var bool Whether the connection's busy timeout has been set */
+    protected $QueuedBusyTimeoutSet = false;
+
     /** @var bool Whether the missing extension was reported in this process */
     protected static $ExtensionMissingReported = false;
 
+    /** @var bool Whether a transaction wait at or above max_execution_time was reported in this process */
+    protected static $TimeLimitReported = false;
+
     public function __construct( $parameters )
     {
+        // The parent connects and runs PRAGMA journal_mode = wal through
+        // query(), which sets the busy timeout first (see queuedBusyTimeout()).
         parent::__construct( $parameters );
-        // Statements wait SQLiteBusyTimeout (SQLiteCLIBusyTimeout on the
-        // command line) for a lock SQLite reports, inside a transaction too.
+        $this->queuedBusyTimeout();
+        // The queue is made now, from the connection's own database file:
+        // a later chdir() (or a relative name) cannot send the writes of
+        // this connection to another lock file.
         if ( $this->IsConnected && $this->DBConnection )
         {
+            $this->writerQueue();
+        }
+    }
+
+    /**
+     * Statements wait SQLiteBusyTimeout (SQLiteCLIBusyTimeout on the command
+     * line) for a lock SQLite reports, inside a transaction too; set once,
+     * before the first statement (the parent's constructor runs its PRAGMA
+     * through query()).
+     */
+    protected function queuedBusyTimeout()
+    {
+        if ( !$this->QueuedBusyTimeoutSet && $this->IsConnected && $this->DBConnection )
+        {
+            $this->QueuedBusyTimeoutSet = true;
             $this->DBConnection->busyTimeout( $this->queuedStatementWaitMs() );
         }
     }
@@ -85,15 +118,19 @@ class eZSQLite3QueuedDB extends eZSQLite3DB
             if ( !self::$ExtensionMissingReported )
             {
                 self::$ExtensionMissingReported = true;
-                eZDebug::writeWarning( 'The writerlock extension is not loaded (extension=writerlock.so): ' .
-                                       'transactions start with BEGIN IMMEDIATE under SQLite\'s busy timeout, ' .
-                                       'without the write queue', __METHOD__ );
+                // An error, so that a default install (which logs errors
+                // only) shows it.
+                eZDebug::writeError( 'The writerlock extension is not loaded (extension=writerlock.so): ' .
+                                     'transactions start with BEGIN IMMEDIATE under SQLite\'s busy timeout, ' .
+                                     'without the write queue', __METHOD__ );
             }
             return null;
         }
         try
         {
-            $this->WriterQueueHandle = new WriterLock\Queue( $this->queuedDatabasePath() );
+            $this->WriterQueueHandle = $this->IsConnected && $this->DBConnection && (string)$this->DB !== ':memory:'
+                ? WriterLock\Queue::forConnection( $this->DBConnection )
+                : new WriterLock\Queue( $this->queuedDatabasePath() );
         }
         catch ( WriterLock\Exception $e )
         {
@@ -224,6 +261,7 @@ class eZSQLite3QueuedDB extends eZSQLite3DB
         {
             return false;
         }
+        $this->queuedCheckTimeLimit();
         $queue = $this->writerQueue();
         if ( $queue )
         {
@@ -241,6 +279,7 @@ class eZSQLite3QueuedDB extends eZSQLite3DB
                 return $this->queuedBeginFailed( $e->getMessage(), $e->getCode() ? $e->getCode() : -1, __METHOD__ );
             }
             $this->QueuedTransaction = 'queue';
+            $this->QueuedPid = getmypid();
         }
         else
         {
@@ -269,6 +308,42 @@ class eZSQLite3QueuedDB extends eZSQLite3DB
         // Inside the transaction statements wait like any statement.
         $this->DBConnection->busyTimeout( $this->queuedStatementWaitMs() );
         return true;
+    }
+
+    /**
+     * Logs once per process when the transaction wait is not below PHP's
+     * max_execution_time (where one is set): the wait is cut off there, and
+     * the checklist wants SQLiteTransactionWait below every request timeout.
+     */
+    protected function queuedCheckTimeLimit()
+    {
+        if ( self::$TimeLimitReported )
+        {
+            return;
+        }
+        $limit = (int)ini_get( 'max_execution_time' );
+        $wait = $this->queuedTransactionWait();
+        if ( $limit > 0 && $wait >= $limit )
+        {
+            self::$TimeLimitReported = true;
+            $setting = '[' . self::SETTINGS_GROUP . '] ' . $this->queuedTransactionSetting();
+            eZDebug::writeError( sprintf( '%s is %s s, not below PHP\'s max_execution_time of %d s: a transaction that waits for its turn '
+                                          . 'is cut off at max_execution_time. Lower %s to a few seconds below max_execution_time '
+                                          . '(and below the web server\'s request timeout), or raise max_execution_time',
+                                          $setting, self::formatSeconds( $wait ), $limit, $this->queuedTransactionSetting() ), __METHOD__ );
+        }
+    }
+
+    /**
+     * Whether the open queued transaction was begun by another process (this
+     * is a forked child that inherited the connection): its turn is the
+     * parent's, and ending it here would end nothing of this process.
+     *
+     * @return bool
+     */
+    protected function queuedTransactionOfParent()
+    {
+        return $this->QueuedTransaction === 'queue' && $this->QueuedPid !== getmypid();
     }
 
     /**
@@ -304,13 +379,46 @@ class eZSQLite3QueuedDB extends eZSQLite3DB
 
     /*!
      \reimp
+     A COMMIT that SQLite refuses fails the transaction the way eZ reports
+     any failed transaction (reportError(): the "transaction was rollbacked"
+     log line, then eZDBException or the error page), and commit() returns
+     false. The generic commit() lowers the transaction counter before
+     commitQuery() and ignores its answer, which made a refused COMMIT look
+     like success.
+    */
+    function commit()
+    {
+        $this->QueuedCommitFailed = false;
+        $result = parent::commit();
+        if ( !$this->QueuedCommitFailed )
+        {
+            return $result;
+        }
+        $this->QueuedCommitFailed = false;
+        // reportError() acts on a transaction in progress only.
+        $this->TransactionCounter = 1;
+        $this->reportError();
+        $this->TransactionCounter = 0;
+        return false;
+    }
+
+    /*!
+     \reimp
      Commits and gives the turn back. A COMMIT SQLite refuses is logged, and
      the transaction rolled back, so neither it nor the turn outlives the
-     commit.
+     commit; commit() then reports the failure.
     */
     function commitQuery()
     {
         $kind = $this->QueuedTransaction;
+        if ( $this->queuedTransactionOfParent() )
+        {
+            // A forked child: the transaction and its turn are the parent's.
+            $this->QueuedTransaction = false;
+            $this->ErrorNumber = -1;
+            $this->ErrorMessage = 'the transaction was begun by the parent process (' . $this->QueuedPid . '); a forked child cannot commit it';
+            return false;
+        }
         if ( $kind === 'queue' )
         {
             try
@@ -324,7 +432,7 @@ class eZSQLite3QueuedDB extends eZSQLite3DB
                 $this->ErrorNumber = $e->getCode() ? $e->getCode() : -1;
                 $this->ErrorMessage = $e->getMessage();
                 eZDebug::writeError( $e->getMessage() . '; nothing was written', __METHOD__ );
-                $this->reportError();
+                $this->QueuedCommitFailed = true;
                 return false;
             }
             if ( $ok )
@@ -333,9 +441,13 @@ class eZSQLite3QueuedDB extends eZSQLite3DB
                 return true;
             }
             $this->setError();
-            eZDebug::writeError( 'COMMIT failed: ' . $this->ErrorMessage . '; the transaction was rolled back, nothing was written', __METHOD__ );
+            $number = $this->ErrorNumber;
+            $message = $this->ErrorMessage;
+            eZDebug::writeError( 'COMMIT failed: ' . $message . '; the transaction was rolled back, nothing was written', __METHOD__ );
             $this->rollbackQuery();
-            $this->reportError();
+            $this->ErrorNumber = $number;
+            $this->ErrorMessage = $message;
+            $this->QueuedCommitFailed = true;
             return false;
         }
         if ( $kind === 'plain' )
@@ -346,9 +458,13 @@ class eZSQLite3QueuedDB extends eZSQLite3DB
                 return true;
             }
             $this->setError();
-            eZDebug::writeError( 'COMMIT failed: ' . $this->ErrorMessage . '; the transaction was rolled back, nothing was written', __METHOD__ );
+            $number = $this->ErrorNumber;
+            $message = $this->ErrorMessage;
+            eZDebug::writeError( 'COMMIT failed: ' . $message . '; the transaction was rolled back, nothing was written', __METHOD__ );
             $this->rollbackQuery();
-            $this->reportError();
+            $this->ErrorNumber = $number;
+            $this->ErrorMessage = $message;
+            $this->QueuedCommitFailed = true;
             return false;
         }
         return false;
@@ -361,6 +477,14 @@ class eZSQLite3QueuedDB extends eZSQLite3DB
     */
     function rollbackQuery()
     {
+        if ( $this->queuedTransactionOfParent() )
+        {
+            // A forked child closing what it inherited (the asynchronous
+            // publisher does): the transaction and its turn are the
+            // parent's, and nothing is wrong.
+            $this->QueuedTransaction = false;
+            return true;
+        }
         $kind = $this->QueuedTransaction;
         $this->QueuedTransaction = false;
         if ( $kind === 'queue' )
@@ -400,6 +524,11 @@ class eZSQLite3QueuedDB extends eZSQLite3DB
     */
     function query( $sql, $server = false )
     {
+        $this->queuedBusyTimeout();
+        if ( $this->IsConnected && $this->DBConnection && preg_match( '/^\s*PRAGMA\b/i', $sql ) )
+        {
+            $this->queuedPragma( $sql );
+        }
         if ( !$this->IsConnected || !$this->DBConnection
              || $this->TransactionCounter > 0 || $this->QueuedTransaction !== false
              || preg_match( '/^\s*(BEGIN|COMMIT|END|ROLLBACK|SAVEPOINT|RELEASE|SET|PRAGMA)\b/i', $sql ) )
@@ -449,17 +578,55 @@ class eZSQLite3QueuedDB extends eZSQLite3DB
         }
         $this->ErrorNumber = $failure instanceof WriterLock\BusyException ? self::SQLITE_BUSY
                            : ( $failure->getCode() ? $failure->getCode() : -1 );
-        $this->ErrorMessage = $failure->getMessage();
         if ( $failure instanceof WriterLock\BusyException )
         {
+            $this->ErrorMessage = $failure->getMessage();
             eZDebug::writeError( $failure->getMessage(), __METHOD__ );
         }
         else
         {
-            eZDebug::writeError( $failure->getMessage() . "\nin query: " . $sql, __METHOD__ );
+            // SQLite's own text, which eZ code and logs compare against.
+            $this->ErrorMessage = self::sqliteMessage( $failure->getMessage() );
+            eZDebug::writeError( "Error: error when executing query: $sql (" . $this->ErrorMessage . ')', __METHOD__ );
         }
         $this->reportError();
         return false;
+    }
+
+    /**
+     * Runs a PRAGMA, again while SQLite reports the database busy or locked,
+     * within the statement wait: switching to WAL (the parent's constructor
+     * runs PRAGMA journal_mode = wal on every connect) takes an exclusive
+     * lock, for which SQLite answers "database is locked" at once, without
+     * its busy handler. The parent's query() then runs it once more and
+     * reports a failure the stock way.
+     */
+    protected function queuedPragma( $sql )
+    {
+        $deadline = microtime( true ) + $this->queuedStatementWaitMs() / 1000;
+        $pause = 1000;
+        while ( !@$this->DBConnection->exec( $sql ) )
+        {
+            $code = $this->DBConnection->lastErrorCode();
+            if ( ( $code != self::SQLITE_BUSY && $code != self::SQLITE_LOCKED ) || microtime( true ) >= $deadline )
+            {
+                return false;
+            }
+            usleep( $pause );
+            $pause = min( $pause * 2, 15000 );
+        }
+        return true;
+    }
+
+    /**
+     * SQLite's message inside the extension's "the statement failed: <SQLite's message>".
+     *
+     * @return string
+     */
+    protected static function sqliteMessage( $message )
+    {
+        $prefix = 'the statement failed: ';
+        return strpos( $message, $prefix ) === 0 ? substr( $message, strlen( $prefix ) ) : $message;
     }
 
     /*!
