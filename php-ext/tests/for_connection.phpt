@@ -1,5 +1,5 @@
 --TEST--
-Queue::forConnection() queues on the connection's own database file; a relative path is resolved when the queue is made
+Queue::forConnection() queues on the connection's own database file; a relative path is resolved when the queue is made; a queue of another database is refused; the caller's busy timeout is put back
 --EXTENSIONS--
 pdo_sqlite
 sqlite3
@@ -53,6 +53,31 @@ foreach ( array( $sqlite, $pdo ) as $db )
     var_dump( $q->holding() );
 }
 
+echo "-- the caller's busy timeout is put back when the turn ends (begin/commit, rollback, transaction, exec)\n";
+$sqlite->busyTimeout( 7000 );
+$pdo->exec( 'PRAGMA busy_timeout = 3000' );
+chdir( "$dir/site" );
+foreach ( array( $sqlite, $pdo ) as $db )
+{
+    $read = function () use ( $db ) {
+        return $db instanceof PDO ? (int)$db->query( 'PRAGMA busy_timeout' )->fetchColumn() : $db->querySingle( 'PRAGMA busy_timeout' );
+    };
+    $before = $read();
+    $q = WriterLock\Queue::forConnection( $db );
+    $q->begin( $db, 20 );
+    $inside = $read();
+    $q->commit( $db );
+    $after = array( $read() );
+    $q->begin( $db, 20 );
+    $q->rollback( $db );
+    $after[] = $read();
+    $q->transaction( $db, function () {} );
+    $after[] = $read();
+    $q->exec( $db, "INSERT INTO pub (worker) VALUES ('timeout')", 9.0 );
+    $after[] = $read();
+    echo get_class( $db ), ": $before before, ", $inside > 19000 ? 'the time left' : $inside, ' inside, after: ', implode( ' ', $after ), "\n";
+}
+
 echo "-- connections without a file\n";
 foreach ( array( new SQLite3( ':memory:' ), new PDO( 'sqlite::memory:' ), new PDO( 'sqlite:' ) ) as $db )
 {
@@ -79,6 +104,9 @@ WriterLock\Exception: this writer queue is for <dir>/site/other.db but the conne
 bool(false)
 WriterLock\Exception: this writer queue is for <dir>/site/other.db but the connection's database is <dir>/site/site.db; writers exclude each other only through the queue of the database they write, so nothing was run: make the queue for the connection's own database file, or with WriterLock\Queue::forConnection($db)
 bool(false)
+-- the caller's busy timeout is put back when the turn ends (begin/commit, rollback, transaction, exec)
+SQLite3: 7000 before, the time left inside, after: 7000 7000 7000 7000
+PDO: 3000 before, the time left inside, after: 3000 3000 3000 3000
 -- connections without a file
 WriterLock\Exception: WriterLock\Queue::forConnection(): the connection's database is in memory or temporary (it has no file), so no other process can write it and it needs no queue
 WriterLock\Exception: WriterLock\Queue::forConnection(): the connection's database is in memory or temporary (it has no file), so no other process can write it and it needs no queue
