@@ -135,3 +135,54 @@ def test_the_sqlalchemy_recipe_makes_writers_take_turns(tmp_path: Path) -> None:
     # Busy timeout 0: without the turn, concurrent BEGIN IMMEDIATEs would fail at once, and
     # a lost update would show as a count below 100.
     assert db.execute("SELECT n FROM counter").fetchone()[0] == 100
+
+
+RECIPE_USES = """
+import sys
+exec(open(sys.argv[1]).read().split("with engine.begin() as conn:")[0])   # the recipe's set-up
+from sqlalchemy import text
+
+def check(label):
+    assert not queue.holding, label
+
+with engine.begin() as conn:                           # commit at the end of the block
+    conn.execute(text("CREATE TABLE IF NOT EXISTS t (x INTEGER)"))
+check("begin block")
+with engine.connect() as conn:                         # SQLAlchemy 2.0 commit-as-you-go
+    conn.execute(text("INSERT INTO t VALUES (1)"))
+    assert queue.holding                               # autobegin took the turn
+    conn.commit()
+    check("commit")
+    conn.execute(text("INSERT INTO t VALUES (2)"))
+    conn.rollback()
+    check("rollback")
+    conn.execute(text("INSERT INTO t VALUES (3)"))
+check("closed without commit: rolled back")
+try:
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO t VALUES (4)"))
+        raise KeyError("boom")
+except KeyError:
+    pass
+check("exception in begin block")
+with engine.connect() as conn:
+    rows = [r[0] for r in conn.execute(text("SELECT x FROM t ORDER BY x"))]
+    conn.rollback()
+assert rows == [1], rows
+print("ok")
+"""
+
+
+def test_the_sqlalchemy_recipe_gives_the_turn_back_however_a_transaction_ends(
+    tmp_path: Path,
+) -> None:
+    script = tmp_path / "uses.py"
+    script.write_text(RECIPE_USES)
+    done = subprocess.run(
+        [sys.executable, "-W", "error", str(script), str(EXAMPLES / "sqlalchemy_recipe.py")],
+        cwd=str(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr
