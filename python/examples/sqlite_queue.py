@@ -8,7 +8,7 @@ conn.execute("CREATE TABLE IF NOT EXISTS jobs (id INTEGER PRIMARY KEY, done INTE
 queue = writerlock.WriterQueue.for_connection(conn)            # the connection's own file
 with queue.transaction(conn, wait=25.0):                       # writer turn + BEGIN IMMEDIATE
     conn.execute("INSERT INTO events VALUES (?)", ("x",))
-queue.execute(conn, "INSERT INTO jobs VALUES (?, 0)", (7,), wait=5.0)   # one queued write
+queue.execute(conn, "INSERT OR IGNORE INTO jobs VALUES (?, 0)", (7,), wait=5.0)  # one queued write
 try:
     queue.execute(conn, "UPDATE jobs SET done = 1 WHERE id = ?", (7,), wait=5.0)
 except writerlock.Busy as err:               # a sqlite3.OperationalError; nothing was written
