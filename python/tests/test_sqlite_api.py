@@ -281,7 +281,7 @@ def test_docstrings_say_short_waits_are_raised_to_one_second() -> None:
 
 WAITER = textwrap.dedent(
     """
-    import signal, sqlite3, sys, time
+    import os, signal, sqlite3, sys, time
     import writerlock
 
     class Stop(Exception):
@@ -307,11 +307,21 @@ WAITER = textwrap.dedent(
         elif mode == "acquire":
             q.acquire(wait=30.0)
             conn.execute("INSERT INTO rows (worker) VALUES (99)")
+        elif mode == "thread":
+            # Another thread of this process is first in line on the same handle, so the
+            # main thread waits for that thread (not for the lock file).
+            import threading
+            threading.Thread(target=q.acquire, kwargs={"wait": 30.0}, daemon=True).start()
+            time.sleep(0.2)
+            with q.transaction(conn, wait=30.0):
+                conn.execute("INSERT INTO rows (worker) VALUES (99)")
     except BaseException as err:
         caught = time.monotonic()
         print(type(err).__name__, repr(caught), q.holding, conn.in_transaction, flush=True)
     else:
         print("not interrupted", flush=True)
+    sys.stdout.flush()
+    os._exit(0)  # a thread may still wait for the turn; the test is over
     """
 )
 
@@ -323,6 +333,7 @@ WAITER = textwrap.dedent(
         ("execute", signal.SIGINT, "KeyboardInterrupt"),
         ("turn", signal.SIGINT, "KeyboardInterrupt"),
         ("acquire", signal.SIGINT, "KeyboardInterrupt"),
+        ("thread", signal.SIGINT, "KeyboardInterrupt"),
         ("transaction", signal.SIGTERM, "Stop"),
     ],
 )
