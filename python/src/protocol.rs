@@ -236,6 +236,15 @@ fn pg_mark_schema_set_up(address: &str) {
     pg::floor::mark_set_up(address)
 }
 
+/// Reads the rows of the refused-writers query as `(writer, pid, version, floor)` tuples.
+#[pyfunction]
+fn pg_read_refused_writers(rows: &Bound<'_, PyAny>) -> PyResult<Vec<(String, i32, i64, i64)>> {
+    Ok(pg::protocol::read_refused_writers(&rows_of(rows)?)
+        .into_iter()
+        .map(|r| (r.writer, r.pid, r.version, r.floor))
+        .collect())
+}
+
 /// Adds the protocol class and its functions to the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyProtocol>()?;
@@ -245,5 +254,9 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pg_verify_checks, m)?)?;
     m.add_function(wrap_pyfunction!(pg_schema_is_set_up, m)?)?;
     m.add_function(wrap_pyfunction!(pg_mark_schema_set_up, m)?)?;
+    m.add_function(wrap_pyfunction!(pg_read_refused_writers, m)?)?;
+    m.add("PG_REFUSED_WRITERS_SQL", pg::alerts::REFUSED_WRITERS_SQL)?;
+    m.add("PG_FLOOR_TABLE_SQL", pg::floor::FLOOR_TABLE_SQL)?;
+    m.add("PG_STORED_FLOOR_SQL", pg::floor::STORED_FLOOR_SQL)?;
     Ok(())
 }

@@ -276,8 +276,11 @@ def test_refusal_is_lw001_with_the_refusal_lock_and_an_alert_for_the_next_writer
     with native_newer.write("main") as w:
         assert w.alerts == [expected]
 
+    # The refused-writers and floor queries run on a driver's connection too.
+    assert [r.pid for r in postgres.refused_writers(newer)] == [_pid(conn)]
+    assert postgres.stored_floor(newer) == 2 and _idle(newer)
     conn.close()  # once the refused writer disconnects, no alert any more
-    assert wait_until(lambda: postgres.refused_writers(native) == [])
+    assert wait_until(lambda: postgres.refused_writers(newer) == [])
     with postgres.write(newer, "main", version=2, required=2) as w:
         assert w.alerts == [] and w.refused == []
 
@@ -294,9 +297,10 @@ def test_old_plain_client_refused_by_the_trigger_is_named_to_a_driver_writer(ope
 
 def test_setup_schema_on_a_driver_connection_never_lowers_the_floor(open_driver, pg_db) -> None:  # type: ignore[no-untyped-def]
     high = open_driver(version=3, required=3)
+    assert postgres.stored_floor(high) is None and _idle(high)
     postgres.setup_schema(high, version=3, required=3)
     native = pg_db.connect()
-    assert postgres.stored_floor(native) == 3
+    assert postgres.stored_floor(native) == postgres.stored_floor(high) == 3
     low = open_driver()
     postgres.setup_schema(low)
     assert postgres.stored_floor(native) == 3

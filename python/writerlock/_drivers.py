@@ -259,21 +259,42 @@ def setup_schema(driver: Driver, settings: Any, extra_sql: Optional[str]) -> Non
     _native.pg_mark_schema_set_up(driver.address())
 
 
-def check_session(driver: Driver, settings: Any) -> List[Tuple[str, str, Optional[str], str]]:
-    """Checks that ``settings``' startup settings took effect on the driver's session; leaves
-    the connection's transaction state as it found it."""
+def query(driver: Driver, sql: str) -> List[Sequence[Any]]:
+    """Runs one read-only statement of the core on the driver's connection and returns its
+    rows; leaves the connection's transaction as it found it (a driver outside autocommit
+    opens one for the statement, which is rolled back)."""
     was_idle = driver.status() == "idle"
     cur = driver.conn.cursor()
     try:
-        cur.execute(_native.pg_check_sql(settings))
-        rows = list(cur.fetchall())
+        cur.execute(sql)
+        return list(cur.fetchall()) if cur.description is not None else []
     finally:
         cur.close()
         if was_idle and not driver.autocommit():
             driver.conn.rollback()
+
+
+def check_session(driver: Driver, settings: Any) -> List[Tuple[str, str, Optional[str], str]]:
+    """Checks that ``settings``' startup settings took effect on the driver's session; leaves
+    the connection's transaction state as it found it."""
+    rows = query(driver, _native.pg_check_sql(settings))
     checks = _native.pg_read_checks(settings, rows)
     _native.pg_verify_checks(settings, rows)
     return checks
+
+
+def refused_writers(driver: Driver) -> List[Tuple[str, int, int, int]]:
+    """The refused writers still connected, as ``(writer, pid, version, floor)``."""
+    return _native.pg_read_refused_writers(query(driver, _native.PG_REFUSED_WRITERS_SQL))
+
+
+def stored_floor(driver: Driver) -> Optional[int]:
+    """The stored floor, or ``None`` when the database stores none."""
+    exists = query(driver, _native.PG_FLOOR_TABLE_SQL)
+    if not exists or exists[0][0] is not True:
+        return None
+    rows = query(driver, _native.PG_STORED_FLOOR_SQL)
+    return int(rows[0][0]) if rows and rows[0][0] is not None else None
 
 
 def add_session_note(err: BaseException) -> None:

@@ -752,22 +752,21 @@ def setup_schema(conn: Any, extra_sql: Optional[str] = None, **options: Any) -> 
     _drivers.setup_schema(driver, _byo_settings(options), extra_sql)
 
 
-def refused_writers(conn: Connection) -> List[RefusedWriter]:
-    """The refused writers still connected to the connection's database."""
-    return [RefusedWriter(*r) for r in _connection(conn)._session.refused_writers()]
+def refused_writers(conn: Any) -> List[RefusedWriter]:
+    """The refused writers still connected to the connection's database. ``conn`` is a
+    :class:`Connection` or a psycopg 3 / psycopg2 connection (its transaction is left as it
+    was)."""
+    if isinstance(conn, Connection):
+        return [RefusedWriter(*r) for r in conn._session.refused_writers()]
+    return [RefusedWriter(*r) for r in _drivers.refused_writers(_drivers.driver_for(conn))]
 
 
-def stored_floor(conn: Connection) -> Optional[int]:
-    """The stored writer floor, or ``None`` when the database stores none."""
-    return _connection(conn)._session.stored_floor()
-
-
-def _connection(conn: Any) -> Connection:
-    if not isinstance(conn, Connection):
-        raise TypeError(
-            f"conn must be a writerlock.postgres.Connection, not {type(conn).__name__}"
-        )
-    return conn
+def stored_floor(conn: Any) -> Optional[int]:
+    """The stored writer floor, or ``None`` when the database stores none. ``conn`` is a
+    :class:`Connection` or a psycopg 3 / psycopg2 connection."""
+    if isinstance(conn, Connection):
+        return conn._session.stored_floor()
+    return _drivers.stored_floor(_drivers.driver_for(conn))
 
 
 # --------------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@
 
 use std::str::FromStr;
 
-use postgres::config::Host;
+use postgres::config::{Host, SslMode};
 
 use super::environment::{password_from_file, Environment, DEFAULT_PORT, DEFAULT_SOCKET_DIR};
 use super::error::{describe, Error};
@@ -61,7 +61,7 @@ impl Address {
                 })
             }
         };
-        let notes = complete(&mut config, env)?;
+        let notes = complete(&mut config, env, url.contains("sslmode"))?;
         if let Some(pw) = config.get_password() {
             secrets.push(String::from_utf8_lossy(pw).into_owned());
         }
@@ -108,8 +108,31 @@ impl Address {
 }
 
 /// Fills in what `config` leaves out from `env`; returns notes for a failed connection.
-fn complete(config: &mut postgres::Config, env: &Environment) -> Result<Vec<String>, Error> {
+fn complete(
+    config: &mut postgres::Config,
+    env: &Environment,
+    names_sslmode: bool,
+) -> Result<Vec<String>, Error> {
     let mut notes = Vec::new();
+    if !names_sslmode {
+        if let Some(mode) = env.var("PGSSLMODE") {
+            // A session that must be encrypted is refused rather than sent in the clear.
+            let mode = match mode {
+                "disable" | "allow" => SslMode::Disable,
+                "prefer" => SslMode::Prefer,
+                "require" | "verify-ca" | "verify-full" => SslMode::Require,
+                other => {
+                    return Err(Error::InvalidUrl {
+                        reason: format!(
+                            "the environment variable PGSSLMODE is {other:?}; use disable, \
+                             allow, prefer, require, verify-ca or verify-full"
+                        ),
+                    })
+                }
+            };
+            config.ssl_mode(mode);
+        }
+    }
     if config.get_hosts().is_empty() {
         match env.var("PGHOST") {
             Some(hosts) => {
@@ -351,6 +374,13 @@ mod tests {
         assert!(a.is_unix_socket());
         let err = Address::parse_in("postgresql://", &env(&[("PGPORT", "x")])).unwrap_err();
         assert!(err.to_string().contains("PGPORT"), "{err}");
+        let e = env(&[("PGSSLMODE", "verify-full")]);
+        let a = Address::parse_in("postgresql://h/db", &e).unwrap();
+        assert_eq!(a.config().get_ssl_mode(), SslMode::Require);
+        let a = Address::parse_in("postgresql://h/db?sslmode=disable", &e).unwrap();
+        assert_eq!(a.config().get_ssl_mode(), SslMode::Disable);
+        let err = Address::parse_in("postgresql://h/db", &env(&[("PGSSLMODE", "on")])).unwrap_err();
+        assert!(err.to_string().contains("PGSSLMODE"), "{err}");
     }
 
     #[test]

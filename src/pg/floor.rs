@@ -178,20 +178,32 @@ fn setup_locked(conn: &mut Connection, extra_sql: Option<&str>) -> Result<(), Er
     Ok(())
 }
 
+/// Whether the floor table exists: `SELECT to_regclass('writer_floor') IS NOT NULL`.
+pub const FLOOR_TABLE_SQL: &str = "SELECT to_regclass('writer_floor') IS NOT NULL";
+
+/// The stored floor (no row when none is stored; run it only when [`FLOOR_TABLE_SQL`] says
+/// the table exists).
+pub const STORED_FLOOR_SQL: &str = "SELECT version FROM writer_floor WHERE name = 'ledger'";
+
 /// Reads the stored floor (`None` when there is no row).
 pub(crate) fn read_floor(conn: &mut Connection) -> Result<Option<i64>, Error> {
-    let rows = conn.execute(
-        "SELECT version FROM writer_floor WHERE name = $1",
-        &[Value::Text(FLOOR_NAME.to_string())],
-    )?;
-    Ok(rows.first().and_then(|r| r.get(0)).and_then(Value::as_i64))
+    let rows = conn.execute(STORED_FLOOR_SQL, &[])?;
+    Ok(rows
+        .first()
+        .and_then(|r| r.get(0))
+        .and_then(Value::read_i64))
 }
 
 /// Reads the stored floor; `None` when the table or its row does not exist (no writer on
 /// floor code set the database up yet).
 pub fn stored_floor(conn: &mut Connection) -> Result<Option<i64>, Error> {
-    let rows = conn.execute("SELECT to_regclass('writer_floor') IS NOT NULL", &[])?;
-    if rows.first().and_then(|r| r.get(0)).and_then(Value::as_bool) != Some(true) {
+    let rows = conn.execute(FLOOR_TABLE_SQL, &[])?;
+    if rows
+        .first()
+        .and_then(|r| r.get(0))
+        .and_then(Value::read_bool)
+        != Some(true)
+    {
         return Ok(None);
     }
     read_floor(conn)
@@ -241,5 +253,6 @@ mod tests {
             assert!(SCHEMA_SQL.contains(needle), "{needle}");
         }
         assert!(STORE_FLOOR_SQL.contains("GREATEST("));
+        assert!(STORED_FLOOR_SQL.ends_with(&format!("name = '{FLOOR_NAME}'")));
     }
 }
