@@ -105,6 +105,16 @@ impl PyProtocol {
         )))
     }
 
+    /// The same write with `BEGIN`, the writer lock and the floor check sent as one message
+    /// per attempt (a `start_write` step, answered with the floor check's rows).
+    #[staticmethod]
+    fn write_in_one_message(settings: &PySettings, state: &str) -> PyResult<PyProtocol> {
+        Ok(PyProtocol::wrap(Protocol::write_in_one_message(
+            &settings.inner,
+            tx_state(state)?,
+        )))
+    }
+
     /// The schema setup, running `extra_sql` first.
     #[staticmethod]
     #[pyo3(signature = (settings, extra_sql, state))]

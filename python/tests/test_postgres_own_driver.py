@@ -334,3 +334,25 @@ def test_a_session_the_server_ends_inside_the_block_is_reported_for_what_it_is(o
         # psycopg2 reports only a closed connection: the outcome is unknown, and says so.
         assert err.sqlstate == "08007" and "whether it committed is unknown" in str(err), err
     assert generation(native) == 0
+
+
+def test_autocommit_connections_start_a_write_in_one_message(open_driver, pg_db, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from writerlock import _drivers
+
+    native = _ledger(pg_db)
+    conn = open_driver()
+    kinds = []
+    real_run = _drivers.Driver.run
+
+    def recording_run(self, kind, sql):  # type: ignore[no-untyped-def]
+        kinds.append(kind)
+        return real_run(self, kind, sql)
+
+    monkeypatch.setattr(_drivers.Driver, "run", recording_run)
+    with postgres.write(conn, "main") as w:
+        w.execute("UPDATE ledgers SET generation = generation + 1 WHERE slug = 'main'")
+    assert generation(native) == 1
+    if getattr(conn, "autocommit", False):
+        assert kinds == ["start_write", "commit"]  # BEGIN, the lock and the floor check together
+    else:
+        assert kinds == ["begin", "writer_lock", "floor_check", "commit"]

@@ -86,9 +86,13 @@ class Driver:
         cur = self.conn.cursor()
         try:
             cur.execute(sql)
-            return list(cur.fetchall()) if cur.description is not None else []
+            return self.last_rows(cur)
         finally:
             cur.close()
+
+    def last_rows(self, cur: Any) -> List[Sequence[Any]]:
+        """The rows of the last statement a cursor ran (several in one message)."""
+        return list(cur.fetchall()) if cur.description is not None else []
 
     def feed_error(self, protocol: Any, err: BaseException) -> Optional[Tuple[Any, ...]]:
         """Feeds a driver exception to ``protocol``; ``None`` when it is not a database
@@ -131,6 +135,14 @@ class Psycopg3(Driver):
 
     def closed(self) -> bool:
         return bool(self.conn.closed or getattr(self.conn, "broken", False))
+
+    def last_rows(self, cur: Any) -> List[Sequence[Any]]:
+        # psycopg 3 keeps every result of a message; the protocol wants the last one's.
+        rows: List[Sequence[Any]] = []
+        while True:
+            rows = list(cur.fetchall()) if cur.description is not None else []
+            if not cur.nextset():
+                return rows
 
     def errors(self) -> Tuple[Type[BaseException], ...]:
         import psycopg
@@ -339,8 +351,16 @@ class DriverWrite:
             raise ProgrammingError("this write is already open; use a new write()")
         driver = self._driver
         ensure_schema(driver, self._settings)
+        # In autocommit mode BEGIN, the writer lock and the floor check go as one message,
+        # so every writer in line waits for fewer round trips under the lock; a driver that
+        # opens transactions itself takes them statement by statement.
+        start = (
+            _native.PgProtocol.write_in_one_message
+            if driver.autocommit()
+            else _native.PgProtocol.write
+        )
         try:
-            step = drive(driver, _native.PgProtocol.write(self._settings, driver.tx_state()))
+            step = drive(driver, start(self._settings, driver.tx_state()))
         except SettingNotInEffect as err:
             add_session_note(err)
             raise

@@ -156,6 +156,11 @@ pub enum StatementKind {
     WriterLock,
     /// The floor check ([`floor_check_sql`]).
     FloorCheck,
+    /// A write's start as one message of several statements (see
+    /// [`Protocol::write_in_one_message`]): `BEGIN` when no transaction is open, the writer
+    /// lock, and the floor check. Reply with the rows of its last statement, the floor
+    /// check; a cancelled lock wait is its error (the server skips the rest).
+    StartWrite,
     /// The refusal lock ([`refusal_lock_sql`]).
     RefusalLock,
     /// The refused writers still connected ([`REFUSED_WRITERS_SQL`]).
@@ -183,6 +188,7 @@ impl StatementKind {
             StatementKind::Begin => "begin",
             StatementKind::WriterLock => "writer_lock",
             StatementKind::FloorCheck => "floor_check",
+            StatementKind::StartWrite => "start_write",
             StatementKind::RefusalLock => "refusal_lock",
             StatementKind::RefusedWriters => "refused_writers",
             StatementKind::SetupLimit => "setup_limit",
@@ -392,10 +398,15 @@ pub struct Protocol {
     check: Option<FloorCheck>,
     state: State,
     first: Option<Step>,
+    one_message: bool,
 }
 
 impl Protocol {
     fn new(goal: Goal, settings: &Settings, tx: TxState) -> Protocol {
+        Protocol::with(goal, settings, tx, false)
+    }
+
+    fn with(goal: Goal, settings: &Settings, tx: TxState, one_message: bool) -> Protocol {
         let mut p = Protocol {
             goal,
             version: i64::from(settings.get_version()),
@@ -406,9 +417,12 @@ impl Protocol {
             check: None,
             state: State::Finished,
             first: None,
+            one_message,
         };
         let first = match tx {
             TxState::OpenUsed => p.fail(Error::AlreadyInTransaction),
+            TxState::OpenUnused if one_message => p.start_write(false),
+            TxState::Idle if one_message => p.start_write(true),
             TxState::OpenUnused => p.ask_lock(),
             TxState::Idle => p.run(StatementKind::Begin, "BEGIN"),
         };
@@ -421,6 +435,16 @@ impl Protocol {
     /// in state `tx`. Ends with [`Step::Granted`] or [`Step::Failed`].
     pub fn write(settings: &Settings, tx: TxState) -> Protocol {
         Protocol::new(Goal::Write, settings, tx)
+    }
+
+    /// The same write with fewer round trips under the lock, for a host that can send
+    /// several statements in one message (the simple query protocol) and read the last
+    /// one's rows: each attempt is one [`StatementKind::StartWrite`], `BEGIN` (when no
+    /// transaction is open), the writer lock and the floor check together. The lock stays
+    /// the transaction's first statement. A host whose driver opens transactions by itself
+    /// passes [`TxState::OpenUnused`] once the driver has done so.
+    pub fn write_in_one_message(settings: &Settings, tx: TxState) -> Protocol {
+        Protocol::with(Goal::Write, settings, tx, true)
     }
 
     /// The schema setup: the writer lock with its waits, `SET LOCAL statement_timeout = 0`,
@@ -505,7 +529,7 @@ impl Protocol {
                 Goal::Write => self.run(StatementKind::FloorCheck, floor_check_sql()),
                 _ => self.run(StatementKind::SetupLimit, SETUP_LIMIT_SQL),
             },
-            StatementKind::FloorCheck => {
+            StatementKind::FloorCheck | StatementKind::StartWrite => {
                 let check = FloorCheck::read(&rows);
                 self.check = Some(check);
                 if let Some((version, floor)) = check.refusal(self.version) {
@@ -557,7 +581,9 @@ impl Protocol {
             return self.fail(server.into_error());
         }
         match kind {
-            StatementKind::WriterLock if is_cancelled_wait(&server.code) => {
+            StatementKind::WriterLock | StatementKind::StartWrite
+                if is_cancelled_wait(&server.code) =>
+            {
                 self.roll_back_then(None)
             }
             // The refusal stands even if its lock could not be taken (no alert then).
@@ -582,6 +608,17 @@ impl Protocol {
         Step::Run(Statement::new(kind, sql))
     }
 
+    fn start_write(&mut self, begin: bool) -> Step {
+        self.attempt += 1;
+        let check = floor_check_sql();
+        let sql = if begin {
+            format!("BEGIN; {WRITER_LOCK_SQL}; {check}")
+        } else {
+            format!("{WRITER_LOCK_SQL}; {check}")
+        };
+        self.run(StatementKind::StartWrite, sql)
+    }
+
     fn ask_lock(&mut self) -> Step {
         self.attempt += 1;
         debug_assert!(WRITER_LOCK_SQL.ends_with(&format!("({WRITER_LOCK})")));
@@ -594,6 +631,9 @@ impl Protocol {
                 tries: self.tries,
                 wait: self.wait,
             });
+        }
+        if self.one_message {
+            return self.start_write(true);
         }
         self.run(StatementKind::Begin, "BEGIN")
     }
@@ -972,6 +1012,62 @@ mod tests {
                 (VERSION_SETTING, "1", actual)
             );
         }
+    }
+
+    #[test]
+    fn one_message_start_retries_and_refuses_like_the_statement_by_statement_one() {
+        let start = StatementKind::StartWrite;
+        let mut p = Protocol::write_in_one_message(&Settings::new(), TxState::Idle);
+        let Step::Run(first) = p.start() else {
+            panic!()
+        };
+        assert_eq!(first.kind(), start);
+        assert!(first
+            .sql()
+            .starts_with("BEGIN; SELECT pg_advisory_xact_lock(1279607879); SELECT "));
+        assert!(first.sql().ends_with(&floor_check_sql()));
+        // Three cancelled waits: each attempt is one message, rolled back after.
+        let mut replies = Vec::new();
+        for _ in 0..3 {
+            replies.extend([cancelled(), Reply::ok()]);
+        }
+        let (kinds, step) = drive(
+            Protocol::write_in_one_message(&Settings::new(), TxState::Idle),
+            replies,
+        );
+        assert_eq!(kinds, [start, Rollback, start, Rollback, start, Rollback]);
+        let Step::Failed(err) = step else { panic!() };
+        assert_eq!(
+            err.to_string(),
+            "the ledger writer lock was not granted in 3 waits of 10 seconds"
+        );
+        // Granted on the second attempt, the reply being the floor check's rows.
+        let (kinds, step) = drive(
+            Protocol::write_in_one_message(&Settings::new(), TxState::Idle),
+            vec![cancelled(), Reply::ok(), check_row(Some(1), "1", false)],
+        );
+        assert_eq!(kinds, [start, Rollback, start]);
+        assert!(matches!(step, Step::Granted(s) if s.waits() == 2));
+        // Below the floor: the refusal lock, the rollback, LW001.
+        let (kinds, step) = drive(
+            Protocol::write_in_one_message(&Settings::new(), TxState::OpenUnused),
+            vec![check_row(Some(2), "1", true), Reply::ok(), Reply::ok()],
+        );
+        assert_eq!(kinds, [start, RefusalLock, Rollback]);
+        assert!(matches!(
+            step,
+            Step::Failed(Error::Refused {
+                version: 1,
+                floor: 2
+            })
+        ));
+        let mut p = Protocol::write_in_one_message(&Settings::new(), TxState::OpenUnused);
+        let Step::Run(first) = p.start() else {
+            panic!()
+        };
+        assert!(first
+            .sql()
+            .starts_with("SELECT pg_advisory_xact_lock(1279607879); "));
     }
 
     #[test]
