@@ -157,6 +157,9 @@ struct Slot {
     /// [`STALL_AFTER`] (stopped, frozen, swapped out): the others pass it
     /// over until it runs again and clears this, keeping its ticket.
     skipped: AtomicU32,
+    /// When the waiter drew its ticket (`CLOCK_MONOTONIC` microseconds of
+    /// the page's boot), for status tools; 0 when unknown (older writers).
+    since_us: AtomicU64,
 }
 
 #[repr(C)]
@@ -533,6 +536,7 @@ impl PageRef {
         slot.ending.store(0, Ordering::Release);
         slot.cpu.store(0, Ordering::Release);
         slot.skipped.store(0, Ordering::Release);
+        slot.since_us.store(now_us(), Ordering::Relaxed);
         // Tickets wrap after 2^64 draws (or from a crafted counter); 0
         // means "none", so it is drawn again.
         let ticket = loop {
@@ -1022,6 +1026,19 @@ pub struct PageSnapshot {
     pub held_for: Option<Duration>,
     /// Waiters with a slot on the page.
     pub waiters: usize,
+    /// Those waiters in arrival order (by ticket), oldest first.
+    pub queue: Vec<PageWaiter>,
+}
+
+/// A waiter with a slot on the hand-off page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PageWaiter {
+    /// Its pid, as it recorded it.
+    pub pid: u32,
+    /// Its ticket: lower tickets arrived first.
+    pub ticket: u64,
+    /// How long it has waited, when it stamped its arrival in this boot.
+    pub waited: Option<Duration>,
 }
 
 /// Reads the hand-off page of a queue file (`<db>.writer-queue`) without
@@ -1062,11 +1079,29 @@ pub fn inspect(queue_file: &std::path::Path) -> Option<PageSnapshot> {
     let waiters = (0..SLOTS)
         .filter(|i| u64_at(slots + i * slot_size + offset_of!(Slot, ticket)) != 0)
         .count();
+    let now = now_us();
+    let mut queue: Vec<PageWaiter> = (0..SLOTS)
+        .filter_map(|i| {
+            let at = slots + i * slot_size;
+            let ticket = u64_at(at + offset_of!(Slot, ticket));
+            let pid = u32_at(at + offset_of!(Slot, pid));
+            let since = u64_at(at + offset_of!(Slot, since_us));
+            (ticket != 0 && pid != 0).then(|| PageWaiter {
+                pid,
+                ticket,
+                waited: (this_boot && since != 0)
+                    .then(|| now.checked_sub(since).map(Duration::from_micros))
+                    .flatten(),
+            })
+        })
+        .collect();
+    queue.sort_by_key(|w| w.ticket);
     Some(PageSnapshot {
         holder_pid: (pid != 0).then_some(pid),
         held_for: (pid != 0)
             .then(|| now_us().checked_sub(since).map(Duration::from_micros))
             .flatten(),
         waiters,
+        queue,
     })
 }

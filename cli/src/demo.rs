@@ -1,4 +1,5 @@
-//! `writerlock demo`: the seed's contention case, measured.
+//! `writerlock demo`: Exponential's contention case (many editors publishing at once),
+//! measured.
 //!
 //! Many processes publish at once on one SQLite database (each publish reads a counter,
 //! holds a few milliseconds, writes it back and logs itself), first through the write
@@ -25,8 +26,8 @@ use crate::worker::{now_ns, Mode, Publish, SCHEMA};
 
 /// The long help of the subcommand.
 pub const DEMO_HELP: &str = "\
-Runs the seed's contention case on a SQLite database: N processes publish W times each, all \
-at once. Each publish reads a counter, holds for --hold-ms (its work), writes the counter \
+Runs the contention case of Exponential's SQLite documentation on a SQLite database: N \
+processes publish W times each, all at once. Each publish reads a counter, holds for --hold-ms (its work), writes the counter \
 back and logs itself, in one transaction. The same load runs in each mode:
 
   queue      the write queue: the writer turn (an exclusive flock() on
@@ -172,6 +173,9 @@ pub fn run(args: &DemoArgs) -> Result<ExitCode, CliError> {
             (dir.join("demo.db"), Some(dir))
         }
     };
+    if !args.json {
+        print_heading(args, &db, temp_dir.is_some(), &modes)?;
+    }
     let result = modes
         .iter()
         .map(|&mode| run_mode(args, &db, mode))
@@ -637,21 +641,43 @@ fn summarize(
     }
 }
 
-fn print_report(report: &DemoReport) -> Result<(), CliError> {
-    let mut out = String::new();
-    out.push_str(&format!(
+/// What runs, printed before anything runs: the load, the database and each mode, with
+/// why the `BEGIN IMMEDIATE` mode takes seconds.
+fn print_heading(
+    args: &DemoArgs,
+    db: &Path,
+    temporary: bool,
+    modes: &[Mode],
+) -> Result<(), CliError> {
+    let mut out = format!(
         "writerlock demo: {} processes publish {} times each, all at once (read, hold {} ms, \
-         write)\ndatabase: {}{}\n\n",
-        report.processes,
-        report.writes,
-        report.hold_ms,
-        report.database,
-        if report.temporary {
+         write)\ndatabase: {}{}\n",
+        args.processes,
+        args.writes,
+        args.hold_ms,
+        db.display(),
+        if temporary {
             " (temporary, removed)"
         } else {
             ""
         }
-    ));
+    );
+    for &mode in modes {
+        out.push_str(&format!("  {:<10} {}\n", mode.name(), how(mode, args)));
+        if mode == Mode::Immediate {
+            out.push_str(&format!(
+                "  {:<10} (takes seconds: with no queue, SQLite's busy handler sleeps between \
+                 retries, longer and longer, in no order, so a writer can lose every race \
+                 until its {} ms busy timeout ends)\n",
+                "", args.busy_timeout_ms
+            ));
+        }
+    }
+    crate::output::print_line(out.trim_end())
+}
+
+fn print_report(report: &DemoReport) -> Result<(), CliError> {
+    let mut out = String::from("\n");
     let mut table = Table::new(&[
         ("mode", Align::Left),
         ("committed", Align::Right),
@@ -723,26 +749,20 @@ fn print_report(report: &DemoReport) -> Result<(), CliError> {
         );
     }
     out.push('\n');
-    let mut legend: Vec<(String, String)> = report
-        .modes
-        .iter()
-        .map(|m| (m.mode.name().to_string(), m.how.clone()))
-        .collect();
-    legend.push((
-        "wait".to_string(),
-        "a committed publish's duration less its own work (the hold): time spent waiting for \
-         locks"
-            .to_string(),
-    ));
-    legend.push((
-        "passed over".to_string(),
-        "the most publishes that started after one publish and committed before it ended"
-            .to_string(),
-    ));
-    legend.push((
-        "wall time".to_string(),
-        human(Duration::from_secs_f64(report.wall_s)),
-    ));
+    let legend = [
+        (
+            "wait",
+            "a committed publish's duration less its own work (the hold): time spent waiting for \
+             locks"
+                .to_string(),
+        ),
+        (
+            "passed over",
+            "the most publishes that started after one publish and committed before it ended"
+                .to_string(),
+        ),
+        ("wall time", human(Duration::from_secs_f64(report.wall_s))),
+    ];
     for (label, text) in legend {
         out.push_str(&format!("{label:<13}{text}\n"));
     }

@@ -1,4 +1,4 @@
-//! `writerlock pg ...`: the seed's `psql` snippets and sampling loops for the shared
+//! `writerlock pg ...`: the ledger spec's `psql` snippets and sampling loops for the shared
 //! Postgres ledger database, as one command each.
 
 use std::collections::HashSet;
@@ -41,9 +41,10 @@ sense once every newer writer is gone:
 
 const WATCH_IDLE_HELP: &str = "\
 Samples the writer lock's holder every --interval for --for, and prints one line for each \
-sample in which a holder sits idle in transaction for longer than --over (the seed's loop \
-printed the same lines with psql). At the end (or on Ctrl-C) it reports the figure the seed \
-measures: minutes per day that a writer lock holder sits idle in transaction for over \
+sample in which a holder sits idle in transaction for longer than --over (the ledger spec's \
+psql loop printed the same lines), and a heartbeat line for each sample that found none, so \
+a quiet hour still shows the loop at work. At the end (or on Ctrl-C) it reports the figure \
+the ledger spec measures: minutes per day that a writer lock holder sits idle in transaction for over \
 --over, computed as samples with a stuck holder x interval, scaled from the sampled window \
 to 24 hours. With the idle limit at 15 seconds every sample should show none.";
 
@@ -79,10 +80,10 @@ pub struct PgArgs {
 #[derive(Debug, Subcommand)]
 pub enum PgCommand {
     /// The session settings a writer connection carries, and whether each took effect (the
-    /// seed's SHOW check).
+    /// ledger spec's SHOW check).
     Settings,
-    /// Sessions holding or waiting for the writer lock, with state, time in state and
-    /// client address (the seed's holder query).
+    /// Sessions holding or waiting for the writer lock, with state, time in state, client
+    /// address and application name (the ledger spec's holder query).
     Holders,
     /// The stored writer floor: the oldest writer version the database allows.
     Floor,
@@ -276,6 +277,7 @@ struct HolderRow {
     state: Option<String>,
     in_state_s: Option<f64>,
     client_addr: Option<String>,
+    application_name: Option<String>,
 }
 
 impl From<&admin::Holder> for HolderRow {
@@ -286,6 +288,7 @@ impl From<&admin::Holder> for HolderRow {
             state: h.state.clone(),
             in_state_s: h.in_state.map(secs),
             client_addr: h.client_addr.clone(),
+            application_name: h.application_name.clone(),
         }
     }
 }
@@ -317,6 +320,7 @@ fn holders(url: Option<&str>, json: bool) -> Result<ExitCode, CliError> {
         ("state", Align::Left),
         ("in state", Align::Right),
         ("client", Align::Left),
+        ("application", Align::Left),
     ]);
     for h in &list {
         t.row(vec![
@@ -327,6 +331,9 @@ fn holders(url: Option<&str>, json: bool) -> Result<ExitCode, CliError> {
             h.client_addr
                 .clone()
                 .unwrap_or_else(|| "local socket".to_string()),
+            h.application_name
+                .clone()
+                .unwrap_or_else(|| "-".to_string()),
         ]);
     }
     let waiting = list.iter().filter(|h| !h.granted).count();
@@ -573,6 +580,13 @@ enum IdleEvent {
         at: String,
         holders: Vec<HolderRow>,
     },
+    /// A sample that found no stuck holder: proof the loop is alive.
+    Heartbeat {
+        at: String,
+        sample: u64,
+        of: u64,
+        stuck_samples: u64,
+    },
     Summary {
         address: String,
         samples: u64,
@@ -604,13 +618,29 @@ fn watch_idle(
         short(over)
     ));
     let mut stuck = 0u64;
+    let mut sample = 0u64;
     let taken = sample_loop(interval, planned, || {
         let idle = admin::idle_holders(&mut s.conn, over).map_err(|e| s.err(e))?;
+        sample += 1;
+        let at = utc_now();
         if idle.is_empty() {
-            return Ok(());
+            // A heartbeat each quiet interval, so an hour of good news is not silence.
+            return if json {
+                print_json_line(&IdleEvent::Heartbeat {
+                    at,
+                    sample,
+                    of: planned,
+                    stuck_samples: stuck,
+                })
+            } else {
+                print_line(&format!(
+                    "{at}  sample {sample} of {planned}: no writer lock holder idle in \
+                     transaction for over {} ({stuck} stuck samples so far)",
+                    short(over)
+                ))
+            };
         }
         stuck += 1;
-        let at = utc_now();
         if json {
             print_json_line(&IdleEvent::Sample {
                 at,
@@ -619,10 +649,11 @@ fn watch_idle(
         } else {
             for h in &idle {
                 print_line(&format!(
-                    "{at}  pid {}  idle in transaction for {}  client {}",
+                    "{at}  pid {}  idle in transaction for {}  client {}  application {}",
                     h.pid,
                     h.in_state.map(human).unwrap_or_else(|| "?".to_string()),
-                    h.client_addr.as_deref().unwrap_or("local socket")
+                    h.client_addr.as_deref().unwrap_or("local socket"),
+                    h.application_name.as_deref().unwrap_or("-")
                 ))?;
             }
             Ok(())

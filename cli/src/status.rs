@@ -85,6 +85,31 @@ pub struct HolderStatus {
     pub descriptor_open_in: Vec<u32>,
 }
 
+/// A writer waiting for the turn.
+#[derive(Debug, Clone, Serialize)]
+pub struct WaiterStatus {
+    /// Its pid.
+    pub pid: u32,
+    /// Its command line, from `/proc/PID/cmdline`.
+    pub command: Option<String>,
+    /// How long it has waited, in seconds, when the hand-off page has its arrival.
+    pub waited_s: Option<f64>,
+    /// Its ticket on the hand-off page (arrival order), when it has one.
+    pub ticket: Option<u64>,
+    /// How long ago the process started, in seconds: an upper bound on its wait when the
+    /// page does not have it.
+    pub process_age_s: Option<f64>,
+}
+
+/// A process, with its command line.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProcessStatus {
+    /// Its pid.
+    pub pid: u32,
+    /// Its command line, from `/proc/PID/cmdline`.
+    pub command: Option<String>,
+}
+
 /// The file system the database is on.
 #[derive(Debug, Clone, Serialize)]
 pub struct FileSystemStatus {
@@ -127,14 +152,20 @@ pub struct Status {
     pub holder: Option<HolderStatus>,
     /// How many writers wait (shared flocks on the queue file).
     pub waiting: usize,
-    /// Their pids.
+    /// Their pids, oldest first (see `queue`).
     pub waiters: Vec<u32>,
+    /// The waiters oldest first, with command and time waited: in arrival order from the
+    /// hand-off page where they have a slot there, then those without one (a writer using
+    /// Exponential's driver protocol alone), oldest process first.
+    pub queue: Vec<WaiterStatus>,
     /// Processes blocked in a blocking `flock()` on the lock file (outside the queue's
     /// protocol, which never blocks).
     pub blocked: Vec<u32>,
     /// Processes holding SQLite's own write lock on the database, its `-wal` or `-shm`,
     /// other than the queue's holder: writers outside the queue.
     pub outside_queue: Vec<u32>,
+    /// The same processes with their command lines.
+    pub outside: Vec<ProcessStatus>,
     /// The file system.
     pub filesystem: FileSystemStatus,
 }
@@ -192,9 +223,18 @@ fn inspect(db: &Path) -> Result<Status, CliError> {
         .iter()
         .filter(|l| l.kind == LockKind::Flock && !l.exclusive && !l.blocked)
         .collect();
-    let waiters: Vec<u32> = waiter_locks.iter().filter_map(|l| l.pid).collect();
+    let flock_waiters: Vec<u32> = waiter_locks.iter().filter_map(|l| l.pid).collect();
+    let queue = order_waiters(&flock_waiters, &queue_path);
+    let waiters: Vec<u32> = queue.iter().map(|w| w.pid).collect();
     let holder = holder_pid.map(|pid| describe_holder(pid, &lock_path, &queue_path));
     let outside_queue = sqlite_writers(db, holder_pid);
+    let outside = outside_queue
+        .iter()
+        .map(|&pid| ProcessStatus {
+            pid,
+            command: cmdline(pid),
+        })
+        .collect();
     Ok(Status {
         database: db.display().to_string(),
         lock_file: LockFileStatus {
@@ -208,8 +248,10 @@ fn inspect(db: &Path) -> Result<Status, CliError> {
         holder,
         waiting: waiter_locks.len(),
         waiters,
+        queue,
         blocked,
         outside_queue,
+        outside,
         filesystem: filesystem(db),
     })
 }
@@ -272,6 +314,47 @@ fn read_locks(path: &Path) -> Result<Vec<FileLock>, CliError> {
         path: path.to_path_buf(),
         source,
     })
+}
+
+/// The waiters `/proc/locks` shows (shared flocks on the queue file), oldest first: those
+/// with a slot on the hand-off page in ticket order with the time they waited, then the
+/// others (no page: Exponential's driver protocol, another program), oldest process first.
+fn order_waiters(flock_waiters: &[u32], queue_path: &Path) -> Vec<WaiterStatus> {
+    let page = writerlock::handoff::inspect(queue_path)
+        .map(|p| p.queue)
+        .unwrap_or_default();
+    let mut out: Vec<WaiterStatus> = Vec::new();
+    for w in &page {
+        if flock_waiters.contains(&w.pid) && !out.iter().any(|o| o.pid == w.pid) {
+            out.push(WaiterStatus {
+                pid: w.pid,
+                command: cmdline(w.pid),
+                waited_s: w.waited.map(secs),
+                ticket: Some(w.ticket),
+                process_age_s: process_age(w.pid).map(secs),
+            });
+        }
+    }
+    let mut rest: Vec<WaiterStatus> = flock_waiters
+        .iter()
+        .filter(|pid| !out.iter().any(|o| o.pid == **pid))
+        .map(|&pid| WaiterStatus {
+            pid,
+            command: cmdline(pid),
+            waited_s: None,
+            ticket: None,
+            process_age_s: process_age(pid).map(secs),
+        })
+        .collect();
+    rest.dedup_by_key(|w| w.pid);
+    // Oldest process first; unknown ages last.
+    rest.sort_by(|a, b| {
+        b.process_age_s
+            .unwrap_or(-1.0)
+            .total_cmp(&a.process_age_s.unwrap_or(-1.0))
+    });
+    out.extend(rest);
+    out
 }
 
 /// Exclusive POSIX locks (SQLite's RESERVED and beyond, or a WAL write lock) on the database
@@ -587,10 +670,28 @@ fn print_status(s: &Status) -> Result<(), CliError> {
     let waiting = match s.waiting {
         0 if !s.queue_file.exists => format!("nobody ({} does not exist)", s.queue_file.path),
         0 => "nobody".to_string(),
-        1 => format!("1 writer ({})", pid_list(&s.waiters)),
-        n => format!("{n} writers ({})", pid_list(&s.waiters)),
+        1 => "1 writer, oldest first:".to_string(),
+        n => format!("{n} writers, oldest first:"),
     };
     line(&mut out, "waiting", &waiting);
+    for w in &s.queue {
+        let waited = match (w.waited_s, w.process_age_s) {
+            (Some(t), _) => format!("waiting {}", human(Duration::from_secs_f64(t))),
+            (None, Some(age)) => format!(
+                "waiting at most {} (its age; not on the hand-off page)",
+                human(Duration::from_secs_f64(age))
+            ),
+            (None, None) => "waiting for an unknown time".to_string(),
+        };
+        line(
+            &mut out,
+            &format!("  pid {}", w.pid),
+            &format!(
+                "{waited}  {}",
+                w.command.as_deref().unwrap_or("(command not visible)")
+            ),
+        );
+    }
     if !s.blocked.is_empty() {
         line(
             &mut out,
@@ -602,7 +703,7 @@ fn print_status(s: &Status) -> Result<(), CliError> {
             ),
         );
     }
-    if !s.outside_queue.is_empty() {
+    if !s.outside.is_empty() {
         line(
             &mut out,
             "outside",
@@ -611,6 +712,13 @@ fn print_status(s: &Status) -> Result<(), CliError> {
                 pid_list(&s.outside_queue)
             ),
         );
+        for p in &s.outside {
+            line(
+                &mut out,
+                &format!("  pid {}", p.pid),
+                p.command.as_deref().unwrap_or("(command not visible)"),
+            );
+        }
     }
     if let Some(w) = &s.filesystem.warning {
         line(&mut out, "WARNING", w);

@@ -161,3 +161,52 @@ fn help_defines_passed_over() {
         assert!(help.contains(flag), "missing {flag}");
     }
 }
+
+#[test]
+fn the_heading_comes_first_while_the_demo_still_runs() {
+    use std::io::{BufRead, BufReader};
+    let mut child = command(&[
+        "demo",
+        "--processes",
+        "2",
+        "--writes",
+        "2",
+        "--hold-ms",
+        "400",
+        "--modes",
+        "queue,immediate",
+    ])
+    .stdin(std::process::Stdio::null())
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .expect("start the demo");
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut heading = Vec::new();
+    for _ in 0..5 {
+        let mut line = String::new();
+        stdout.read_line(&mut line).expect("read the heading");
+        heading.push(line);
+    }
+    // Four 400 ms publishes in turn take 1.6 s: the heading arrived before they ended.
+    let running = child.try_wait().expect("try_wait").is_none();
+    let rest: String = stdout.lines().map(|l| l.expect("a line") + "\n").collect();
+    let status = child.wait().expect("wait");
+    assert!(status.success(), "{heading:?}{rest}");
+    assert!(
+        running,
+        "the heading came only after the demo ended: {heading:?}"
+    );
+    assert!(
+        heading[0].starts_with("writerlock demo: 2 processes publish 2 times each"),
+        "{heading:?}"
+    );
+    assert!(heading[1].starts_with("database: "), "{heading:?}");
+    assert!(heading[2].trim_start().starts_with("queue "), "{heading:?}");
+    assert!(
+        heading[3].trim_start().starts_with("immediate "),
+        "{heading:?}"
+    );
+    assert!(heading[4].contains("takes seconds"), "{heading:?}");
+    assert!(rest.contains("committed"), "the table follows: {rest}");
+}

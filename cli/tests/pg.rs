@@ -261,9 +261,13 @@ fn an_idle_holder_shows_in_holders_and_watch_idle() {
         "--url",
         &db.url,
     ]));
-    assert_eq!(quiet.len(), 1, "{quiet:?}");
-    assert_eq!(quiet[0]["stuck_samples"], 0);
-    assert_eq!(quiet[0]["minutes_per_day"], 0.0);
+    // A quiet sample still prints: a heartbeat, then the summary.
+    assert_eq!(quiet.len(), 2, "{quiet:?}");
+    assert_eq!(quiet[0]["type"], "heartbeat", "{quiet:?}");
+    assert_eq!(quiet[0]["sample"], 1, "{quiet:?}");
+    assert_eq!(quiet[0]["of"], 1, "{quiet:?}");
+    assert_eq!(quiet[1]["stuck_samples"], 0);
+    assert_eq!(quiet[1]["minutes_per_day"], 0.0);
 
     holder.batch_execute("COMMIT").expect("end the idle holder");
     waiting.join().expect("the waiter thread");
@@ -431,4 +435,32 @@ fn unrecorded_bumps_are_printed_once_each() {
         text.contains("1 unrecorded generations in 1 samples"),
         "{text}"
     );
+}
+
+#[test]
+fn holders_show_each_sessions_application_name() {
+    let db = TestDb::new("appname");
+    run_ok(&["pg", "setup", "--url", &db.url]);
+    // A writer session of this library names its program by default: this test binary.
+    let mut writer = Connection::connect(&db.url, &Settings::new()).expect("a writer session");
+    writer.begin_write().expect("take the writer lock");
+    let program = std::env::args()
+        .next()
+        .and_then(|a| a.rsplit('/').next().map(str::to_string))
+        .expect("argv[0]");
+    let report = eventually(Duration::from_secs(10), "the writer listed", || {
+        let r = run_json(&["pg", "holders", "--json", "--url", &db.url]);
+        (r["holders"].as_array().map(Vec::len) == Some(1)).then_some(r)
+    });
+    assert_eq!(
+        report["holders"][0]["application_name"],
+        program.as_str(),
+        "{report}"
+    );
+    let text = run_ok(&["pg", "holders", "--url", &db.url]);
+    assert!(
+        text.contains("application") && text.contains(&program),
+        "{text}"
+    );
+    writer.rollback().expect("end the write");
 }

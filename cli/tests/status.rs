@@ -47,14 +47,20 @@ fn counts_a_real_holder_and_its_waiters_then_nobody() {
     assert_eq!(first, format!("holding {}", holder.id()));
     let held_at = Instant::now();
 
-    let waiters: Vec<Child> = (0..3)
-        .map(|_| {
+    // Waiters join one after another, so their arrival order is known.
+    let mut waiters: Vec<Child> = Vec::new();
+    for n in 1..=3 {
+        waiters.push(
             command(&["hold", &db, "--for", "0s", "--wait", "60s"])
                 .stdout(Stdio::null())
                 .spawn()
-                .expect("start a waiter")
-        })
-        .collect();
+                .expect("start a waiter"),
+        );
+        eventually(Duration::from_secs(20), "the waiter queued", || {
+            (status_json(&db)["waiting"] == n).then_some(())
+        });
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let waiter_pids: BTreeSet<u32> = waiters.iter().map(Child::id).collect();
 
     let status = eventually(Duration::from_secs(20), "three waiters queued", || {
@@ -77,6 +83,31 @@ fn counts_a_real_holder_and_its_waiters_then_nobody() {
         "held {held} s, upper bound {upper} s"
     );
     assert_eq!(pids(&status["waiters"]), waiter_pids);
+    // Oldest first, from the hand-off page: arrival order, command and time waited.
+    let queue = status["queue"].as_array().expect("the queue");
+    let order: Vec<u32> = queue
+        .iter()
+        .map(|w| w["pid"].as_u64().expect("pid") as u32)
+        .collect();
+    let started: Vec<u32> = waiters.iter().map(Child::id).collect();
+    assert_eq!(order, started, "not oldest first: {status}");
+    let waited: Vec<f64> = queue
+        .iter()
+        .map(|w| w["waited_s"].as_f64().expect("a known wait from the page"))
+        .collect();
+    assert!(
+        waited.windows(2).all(|w| w[0] > w[1]),
+        "the oldest waited longest: {waited:?}"
+    );
+    for w in queue {
+        assert!(w["ticket"].as_u64().is_some(), "{w}");
+        let cmd = w["command"].as_str().expect("a waiter's command");
+        assert!(cmd.contains("hold") && cmd.contains("--wait 60s"), "{cmd}");
+    }
+    assert_eq!(
+        status["waiters"][0], started[0],
+        "waiters (pids) oldest first too"
+    );
     assert_eq!(status["filesystem"]["kind"], "local");
     assert!(status["filesystem"]["warning"].is_null());
 
@@ -85,7 +116,19 @@ fn counts_a_real_holder_and_its_waiters_then_nobody() {
         text.contains(&format!("held by pid {}", holder.id())),
         "{text}"
     );
-    assert!(text.contains("waiting      3 writers"), "{text}");
+    assert!(
+        text.contains("waiting      3 writers, oldest first:"),
+        "{text}"
+    );
+    let first_waiter = text
+        .lines()
+        .position(|l| l.trim_start().starts_with(&format!("pid {}", started[0])))
+        .expect("the oldest waiter's line");
+    let last_waiter = text
+        .lines()
+        .position(|l| l.trim_start().starts_with(&format!("pid {}", started[2])))
+        .expect("the newest waiter's line");
+    assert!(first_waiter < last_waiter, "{text}");
 
     // Release: the waiters take their turns and leave; then nobody holds or waits.
     drop(holder.stdin.take());
@@ -137,7 +180,10 @@ fn sees_an_outside_flock_holder_with_an_unknown_hold_time() {
     let queue = format!("{db}.writer-queue");
 
     let mut holder = flock_process("-x", &lock);
-    let mut waiters = vec![flock_process("-s", &queue), flock_process("-s", &queue)];
+    // Without the page, the older process is listed first.
+    let first = flock_process("-s", &queue);
+    std::thread::sleep(Duration::from_millis(300));
+    let mut waiters = vec![first, flock_process("-s", &queue)];
     let waiter_pids: BTreeSet<u32> = waiters.iter().map(Child::id).collect();
 
     let status = eventually(
@@ -158,7 +204,21 @@ fn sees_an_outside_flock_holder_with_an_unknown_hold_time() {
         .is_some_and(|s| s.starts_with("unknown")));
     assert!(h["process_age_s"].as_f64().is_some_and(|a| a >= 0.0));
     assert_eq!(pids(&status["waiters"]), waiter_pids);
+    assert_eq!(
+        status["queue"][0]["pid"],
+        waiters[0].id(),
+        "oldest process first: {status}"
+    );
+    assert_eq!(status["queue"][1]["pid"], waiters[1].id(), "{status}");
+    assert!(
+        status["queue"][0]["waited_s"].is_null(),
+        "no page, no known wait: {status}"
+    );
+    assert!(status["queue"][0]["command"]
+        .as_str()
+        .is_some_and(|c| c.starts_with("flock -s")));
     let text = run_ok(&["status", &db]);
+    assert!(text.contains("waiting at most"), "{text}");
     assert!(text.contains("held for an unknown time"), "{text}");
     assert!(text.contains("so at most that"), "{text}");
     assert!(text.contains("2 writers"), "{text}");
@@ -310,4 +370,49 @@ fn json_errors_are_a_json_object_with_the_same_text() {
             "{args:?}"
         );
     }
+}
+
+#[test]
+fn names_the_command_of_a_writer_outside_the_queue() {
+    let dir = TempDir::new("status-outside");
+    let db = dir.file("site.db");
+    let setup = rusqlite::Connection::open(&db).expect("open");
+    setup
+        .execute_batch("CREATE TABLE t (x INTEGER)")
+        .expect("a table");
+    drop(setup);
+    // A sqlite3 shell left inside BEGIN IMMEDIATE: SQLite's write lock, no queue.
+    let mut shell = std::process::Command::new("sqlite3")
+        .arg(&db)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("start the sqlite3 shell (apt-get install -y sqlite3)");
+    {
+        use std::io::Write;
+        let stdin = shell.stdin.as_mut().expect("stdin");
+        stdin
+            .write_all(b"BEGIN IMMEDIATE;\nINSERT INTO t VALUES (1);\n")
+            .expect("write to the shell");
+        stdin.flush().expect("flush");
+    }
+    let status = eventually(Duration::from_secs(20), "the shell's write lock", || {
+        let s = status_json(&db);
+        (s["outside_queue"].as_array().is_some_and(|o| !o.is_empty())).then_some(s)
+    });
+    assert_eq!(status["outside"][0]["pid"], shell.id(), "{status}");
+    let cmd = status["outside"][0]["command"]
+        .as_str()
+        .expect("its command");
+    assert!(
+        cmd.starts_with("sqlite3 ") && cmd.ends_with("site.db"),
+        "{cmd}"
+    );
+    let text = run_ok(&["status", &db]);
+    assert!(
+        text.contains(&format!("pid {}", shell.id())) && text.contains("sqlite3 "),
+        "{text}"
+    );
+    drop(shell.stdin.take());
+    finish(shell, "the sqlite3 shell");
 }

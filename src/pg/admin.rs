@@ -9,17 +9,18 @@ use super::connection::Connection;
 use super::error::Error;
 use super::value::{Row, Value};
 
-/// The seed's holder query, limited to the current database (advisory locks are per
-/// database): sessions holding or waiting for the writer lock, holder first.
+/// The ledger spec's holder query, limited to the current database (advisory locks are
+/// per database), with each session's `application_name`: sessions holding or waiting for
+/// the writer lock, holder first.
 pub const HOLDERS_SQL: &str = "\
 SELECT a.pid, l.granted, a.state, EXTRACT(EPOCH FROM now() - a.state_change)::float8 AS in_state, \
-       host(a.client_addr) AS client_addr \
+       host(a.client_addr) AS client_addr, a.application_name \
 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid \
 WHERE l.locktype = 'advisory' AND l.classid = 0 AND l.objid = 1279607879 AND l.objsubid = 1 \
   AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
 ORDER BY l.granted DESC, a.state_change";
 
-/// The seed's unrecorded-bumps query: each ledger whose newest generation has no
+/// The ledger spec's unrecorded-bumps query: each ledger whose newest generation has no
 /// `row_changes` row.
 pub const UNRECORDED_BUMPS_SQL: &str = "\
 SELECT l.slug, l.generation FROM ledgers l \
@@ -39,6 +40,9 @@ pub struct Holder {
     pub in_state: Option<Duration>,
     /// Its client address (`None` for a local socket or when not visible).
     pub client_addr: Option<String>,
+    /// The `application_name` it connected with (`None` when empty or not visible); a
+    /// writerlock session names its program by default.
+    pub application_name: Option<String>,
 }
 
 impl Holder {
@@ -71,6 +75,11 @@ fn holder(r: &Row) -> Holder {
             _ => None,
         },
         client_addr: r.get(4).and_then(Value::as_str).map(str::to_string),
+        application_name: r
+            .get(5)
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+            .map(str::to_string),
     }
 }
 
@@ -81,7 +90,7 @@ pub fn holders(conn: &mut Connection) -> Result<Vec<Holder>, Error> {
 }
 
 /// Lists the holders of the writer lock idle in their transaction for longer than `over`
-/// (the seed samples with 30 seconds).
+/// (the ledger spec samples with 30 seconds).
 pub fn idle_holders(conn: &mut Connection, over: Duration) -> Result<Vec<Holder>, Error> {
     Ok(holders(conn)?
         .into_iter()

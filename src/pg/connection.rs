@@ -148,7 +148,7 @@ impl Connection {
         };
         config.options(&options);
         if config.get_application_name().is_none() {
-            config.application_name("writerlock");
+            config.application_name(&default_application_name());
         }
         config
             .keepalives(settings.get_keepalives())
@@ -499,8 +499,77 @@ fn read_row(row: &postgres::Row, columns: &[Column], types: &[Type]) -> Result<V
     Ok(values)
 }
 
+/// Interpreters whose script, not themselves, names the program.
+const INTERPRETERS: &[&str] = &[
+    "python", "php", "perl", "ruby", "node", "bash", "sh", "dash", "zsh", "lua", "tclsh",
+];
+
+/// The `application_name` a session carries unless its address sets one: the program's
+/// name, so that `pg_stat_activity` (and `writerlock pg holders`) tells a swarm's sessions
+/// apart by script. It is the base name of the program (`argv[0]`), followed by the script's
+/// base name when the program is an interpreter (`python3 swarm.py`, `php publish.php`),
+/// cut to the 63 bytes Postgres keeps; `writerlock` when neither can be read.
+pub fn default_application_name() -> String {
+    let cmdline = std::fs::read("/proc/self/cmdline").unwrap_or_default();
+    let args: Vec<String> = cmdline
+        .split(|b| *b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    application_name_of(&args)
+}
+
+/// [`default_application_name`] for a given argument vector.
+pub fn application_name_of(args: &[String]) -> String {
+    let base = |a: &str| a.rsplit('/').next().unwrap_or(a).to_string();
+    let Some(program) = args.first().map(|a| base(a)).filter(|p| !p.is_empty()) else {
+        return "writerlock".to_string();
+    };
+    let interpreter = INTERPRETERS.iter().any(|i| {
+        program
+            .strip_prefix(i)
+            .is_some_and(|rest| rest.chars().all(|c| c.is_ascii_digit() || c == '.'))
+    });
+    let script = args
+        .iter()
+        .skip(1)
+        .find(|a| !a.starts_with('-'))
+        .filter(|_| interpreter)
+        .map(|a| base(a));
+    let mut name = match script {
+        Some(script) => format!("{program} {script}"),
+        None => program,
+    };
+    // Postgres keeps NAMEDATALEN - 1 = 63 bytes; cut on a character boundary.
+    while name.len() > 63 {
+        name.pop();
+    }
+    // Postgres accepts printable ASCII only here; anything else becomes '?'.
+    name.chars()
+        .map(|c| if (' '..='~').contains(&c) { c } else { '?' })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_application_name_is_the_program_or_its_script() {
+        let v =
+            |a: &[&str]| application_name_of(&a.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(
+            v(&["/usr/local/bin/writerlock", "pg", "holders"]),
+            "writerlock"
+        );
+        assert_eq!(
+            v(&["/usr/bin/python3", "-u", "/srv/swarm/worker.py", "7"]),
+            "python3 worker.py"
+        );
+        assert_eq!(v(&["php8.2", "bin/publish.php"]), "php8.2 publish.php");
+        assert_eq!(v(&["./ledger-import"]), "ledger-import");
+        assert_eq!(v(&[]), "writerlock");
+        assert_eq!(v(&["x".repeat(100).as_str()]).len(), 63);
+    }
     use super::*;
 
     #[test]
