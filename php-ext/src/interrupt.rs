@@ -78,6 +78,7 @@ pub(crate) fn run<T>(
     limit: Duration,
     setting: &str,
     make_wait: impl Fn(Duration) -> Wait,
+    holder: impl Fn() -> Option<u32>,
     mut attempt: impl FnMut(&Wait) -> Result<T, Error>,
 ) -> Result<T, Stopped> {
     let started = Instant::now();
@@ -89,13 +90,16 @@ pub(crate) fn run<T>(
     };
     let end = started + end_limit;
     loop {
+        let remaining = end.saturating_duration_since(Instant::now());
+        let wait = make_wait(remaining.max(Duration::from_millis(1)));
+        // The core ends a wait at its own limit (and names the holder); the
+        // check ends only what the core would let run on: a transaction's
+        // wait that its 1 s minimum raised past the end.
+        let watch_end = wait.limit() > remaining + DEADLINE_GRACE;
         let fired = Arc::new(AtomicU8::new(NOT_FIRED));
         let flag = Arc::clone(&fired);
         let check = Interrupt::new(move || {
-            // The core ends a wait at its own limit (and names the holder);
-            // this catches only the ends it cannot see, a transaction's wait
-            // below its 1 s minimum.
-            if Instant::now() >= end + DEADLINE_GRACE {
+            if watch_end && Instant::now() >= end + DEADLINE_GRACE {
                 flag.store(DEADLINE, Ordering::Relaxed);
                 return true;
             }
@@ -105,17 +109,14 @@ pub(crate) fn run<T>(
             }
             false
         });
-        let remaining = end.saturating_duration_since(Instant::now());
-        let wait = make_wait(remaining.max(Duration::from_millis(1)))
-            .with_setting(end_setting.clone())
-            .with_interrupt(check);
+        let wait = wait.with_setting(end_setting.clone()).with_interrupt(check);
         let busy = |waited: Duration| {
             Stopped::Core(Error::Busy(Busy {
                 kind,
                 waited,
                 limit: end_limit,
                 setting: end_setting.clone(),
-                holder_pid: None,
+                holder_pid: holder(),
             }))
         };
         match attempt(&wait) {

@@ -334,6 +334,15 @@ fn handler_threw() -> PhpException {
     )
 }
 
+/// The process holding the writer lock of `core`'s database, other than
+/// this one, where `/proc/locks` shows it.
+fn holder_of(core: &WriterQueue) -> Option<u32> {
+    if is_in_memory(core.database()) {
+        return None;
+    }
+    writerlock::holders::database_holder(core.database()).filter(|pid| *pid != current_pid())
+}
+
 fn current_pid() -> u32 {
     std::process::id()
 }
@@ -591,6 +600,7 @@ impl Queue {
             limit,
             &setting,
             Wait::statement,
+            || holder_of(&core),
             |wait| core.execute(&session, &sql, wait),
         );
         let outcome = match outcome {
@@ -679,6 +689,7 @@ impl Queue {
             limit.max(MIN_TRANSACTION_WAIT),
             &setting,
             Wait::transaction,
+            || holder_of(&core),
             |wait| core.begin(&session, wait),
         );
         let outcome = match outcome {

@@ -525,9 +525,10 @@ class eZSQLite3QueuedDB extends eZSQLite3DB
     function query( $sql, $server = false )
     {
         $this->queuedBusyTimeout();
-        if ( $this->IsConnected && $this->DBConnection && preg_match( '/^\s*PRAGMA\b/i', $sql ) )
+        if ( $this->IsConnected && $this->DBConnection && preg_match( '/^\s*PRAGMA\b/i', $sql )
+             && $this->queuedPragma( $sql ) )
         {
-            $this->queuedPragma( $sql );
+            return true;
         }
         if ( !$this->IsConnected || !$this->DBConnection
              || $this->TransactionCounter > 0 || $this->QueuedTransaction !== false
@@ -598,8 +599,8 @@ class eZSQLite3QueuedDB extends eZSQLite3DB
      * within the statement wait: switching to WAL (the parent's constructor
      * runs PRAGMA journal_mode = wal on every connect) takes an exclusive
      * lock, for which SQLite answers "database is locked" at once, without
-     * its busy handler. The parent's query() then runs it once more and
-     * reports a failure the stock way.
+     * its busy handler. When it still fails, the parent's query() runs it
+     * once more and reports the failure the stock way.
      */
     protected function queuedPragma( $sql )
     {
