@@ -10,7 +10,9 @@
 #   3. runs each C example under valgrind with its default leak kinds (definite and possible)
 #      and checks in the database that it wrote what it says; runs the Rust example the same
 #      way (cargo's examples of the writerlock crate) and the installed `writerlock` command;
-#   4. installs again with DEBUG_INFO=separate and checks the split debug information.
+#   4. installs again with DEBUG_INFO=separate and checks the split debug information;
+#   5. greps the READMEs and the bench report's text for the project's private words ("seed",
+#      issue numbers), which users would not understand.
 #
 # usage: examples/run.sh        (`make test` runs it; WL_PROFILE picks the cargo profile)
 # Prints one line per check and a closing `N passed, N failed` line; exits non-zero on failure.
@@ -75,6 +77,21 @@ PY
 else
     mapfile -t lines <<<"$out"
     fail readme_blocks_are_example_files "${lines[@]}"
+fi
+
+# --- the READMEs and the bench report speak the users' words ---------------------------------
+# Users know Exponential's driver, the ledger spec and SQLite's busy handler; the project's
+# private names for its sources and its tracker's issue numbers mean nothing to them. The bench
+# report is checked in its string literals (what it prints).
+found="$({
+    grep -nHiE '\bseeds?\b|\bseed'"'"'s|issues? #?[0-9]' README.md ./*/README.md 2>/dev/null
+    grep -nHE '"[^"]*(\b[Ss]eeds?\b|[Ss]eed'"'"'s|[Ii]ssues? #?[0-9])[^"]*"' bench/src/*.rs 2>/dev/null
+} | head -20)"
+if [[ -n "$found" ]]; then
+    mapfile -t lines <<<"$found"
+    fail users_words_in_readmes_and_bench_output "${lines[@]}"
+else
+    pass users_words_in_readmes_and_bench_output
 fi
 
 # --- 2. build, install into a temporary PREFIX ---------------------------------------------
