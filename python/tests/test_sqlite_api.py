@@ -12,6 +12,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -220,14 +221,27 @@ def test_turn_waits_for_a_writer_in_another_process(db: str) -> None:
         text=True,
         cwd=str(HERE),
     )
-    try:
-        assert proc.stdout is not None and proc.stdin is not None
-        assert proc.stdout.readline().startswith("holding ")
-        proc.stdin.write("\n")  # the holder commits after reading the line
+    sent: List[float] = []
+
+    def let_go() -> None:  # the holder commits once it reads a line
+        time.sleep(0.5)
+        sent.append(time.monotonic())
+        assert proc.stdin is not None
+        proc.stdin.write("\n")
         proc.stdin.flush()
-        with q.turn(wait=10.0):
-            # The holder's COMMIT came first: its update is visible, nobody else writes.
-            assert proc.stdout.readline().strip() == "released"
+
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().startswith("holding ")
+        releaser = threading.Thread(target=let_go)
+        releaser.start()
+        with q.turn(wait=10.0) as turn:
+            entered = time.monotonic()
+            assert lock_is_held(db)
+        releaser.join()
+        assert sent and entered >= sent[0], "the turn was granted while the other process held it"
+        assert turn.waited >= 0.4
+        assert proc.stdout.readline().strip() == "released"
     finally:
         proc.wait(timeout=10)
     assert proc.returncode == 0
