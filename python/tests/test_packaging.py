@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import List
 
@@ -80,6 +81,34 @@ def test_python_m_writerlock_status_shows_the_holder_and_waiters(tmp_path: Path)
         as_json = json.loads(run_module(["status", db, "--json"], tmp_path).stdout)
         assert as_json["holder"]["pid"] == holder and as_json["waiting"] == 0
         assert as_json["holder"]["held_for_s"] is not None  # stamped on the hand-off page
+        waiter = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                "import sqlite3, sys, writerlock\n"
+                "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+                "q = writerlock.WriterQueue(sys.argv[1])\n"
+                "print('waiting', flush=True)\n"
+                "q.begin(c, wait=60.0)\n",
+                db,
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert waiter.stdout is not None and waiter.stdout.readline().strip() == "waiting"
+            deadline = time.monotonic() + 10
+            while True:
+                as_json = json.loads(run_module(["status", db, "--json"], tmp_path).stdout)
+                if as_json["waiters"] == [waiter.pid] or time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
+            assert as_json["waiters"] == [waiter.pid] and as_json["waiting"] == 1, as_json
+            done = run_module(["status", db], tmp_path)
+            assert re.search(rf"^waiting\s+1 writer \(pid {waiter.pid}\)$", done.stdout, re.M), done.stdout
+        finally:
+            waiter.kill()
+            waiter.wait()
     done = run_module(["status", db], tmp_path)
     assert re.search(r"^writer lock\s+free: nobody holds it$", done.stdout, re.M), done.stdout
 
