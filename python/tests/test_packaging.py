@@ -213,3 +213,12 @@ def test_the_one_wheel_runs_on_every_cpython_from_3_9(tmp_path: Path) -> None:
         seen.append(done.stdout.split()[1])
     print("the abi3 wheel ran on CPython " + ", ".join(seen))
     assert seen
+
+
+def test_python_m_writerlock_help_speaks_the_users_words(tmp_path: Path) -> None:
+    for args in (["--help"], ["status", "--help"], ["demo", "--help"]):
+        done = run_module(args, tmp_path)
+        assert done.returncode == 0 and len(done.stdout) > 200, (args, done.stdout, done.stderr)
+        text = done.stdout.lower()
+        assert "seed" not in text and not re.search(r"issue\s*#?\s*\d", text), done.stdout
+    assert run_module(["--version"], tmp_path).stdout.strip() == f"writerlock {writerlock.__version__}"
