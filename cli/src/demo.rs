@@ -483,6 +483,15 @@ fn run_mode(args: &DemoArgs, db: &Path, mode: Mode) -> Result<ModeReport, CliErr
     }
 
     let total = u64::from(args.processes) * u64::from(args.writes);
+    if mode == Mode::Immediate && !args.json {
+        // Said while it runs, too: this is the mode that keeps the terminal waiting.
+        eprintln!(
+            "immediate: running BEGIN IMMEDIATE without the queue; SQLite's busy handler \
+             retries in no order, so this mode takes seconds (up to the {} ms busy timeout per \
+             publish)",
+            args.busy_timeout_ms
+        );
+    }
     let mut progress = Progress::start(mode.name(), total);
     // Every worker sleeps until the same instant, a little after the last `go` is sent.
     let go_ns = now_ns() + 20_000_000 + 200_000 * u64::from(args.processes);

@@ -129,6 +129,15 @@ fn default_database_is_temporary_and_the_table_is_printed() {
         progress.contains("queue: 4 of 4 publishes done"),
         "{progress}"
     );
+    // While the BEGIN IMMEDIATE mode runs, stderr says why it takes seconds, before its
+    // progress.
+    let why = progress
+        .find("immediate: running BEGIN IMMEDIATE without the queue")
+        .unwrap_or_else(|| panic!("no note for the immediate mode: {progress}"));
+    let done = progress
+        .find("immediate: 4 of 4")
+        .expect("the immediate mode's progress");
+    assert!(why < done, "{progress}");
 }
 
 #[test]
