@@ -356,3 +356,36 @@ def test_autocommit_connections_start_a_write_in_one_message(open_driver, pg_db,
         assert kinds == ["start_write", "commit"]  # BEGIN, the lock and the floor check together
     else:
         assert kinds == ["begin", "writer_lock", "floor_check", "commit"]
+
+
+def test_sqlalchemy_connections_over_psycopg(pg_db) -> None:  # type: ignore[no-untyped-def]
+    import sqlalchemy as sa
+
+    native = _ledger(pg_db)
+    engine = sa.create_engine(
+        pg_db.url.replace("postgresql://", "postgresql+psycopg://", 1),
+        connect_args=postgres.session_options(),
+    )
+    try:
+        # engine.connect(): the block's statements go through SQLAlchemy on the same session.
+        with engine.connect() as c:
+            postgres.check_session(c)
+            with postgres.write(c, "main") as w:
+                assert w.waits == 1 and w.alerts == []
+                c.execute(sa.text("UPDATE ledgers SET generation = generation + 1 WHERE slug = 'main'"))
+            assert generation(native) == 1
+            c.execute(sa.text("SELECT 1"))  # SQLAlchemy's own transaction...
+            with pytest.raises(sqlite3.OperationalError, match="within a transaction"):
+                with postgres.write(c, "main"):  # ...is not the writer lock's first statement
+                    pass
+            c.rollback()
+        # engine.raw_connection(): the pooled DBAPI connection.
+        raw = engine.raw_connection()
+        try:
+            with postgres.write(raw, "main") as w:
+                w.execute("UPDATE ledgers SET generation = generation + 1 WHERE slug = %s", ("main",))
+        finally:
+            raw.close()
+        assert generation(native) == 2
+    finally:
+        engine.dispose()

@@ -198,8 +198,20 @@ def address_of(info: Any) -> str:
     return f"postgresql://{info.user}@{host}:{info.port}/{info.dbname}"
 
 
+def _unwrap(conn: Any) -> Any:
+    """The driver's connection inside a SQLAlchemy ``Connection`` (``engine.connect()``) or
+    pooled connection (``engine.raw_connection()``); anything else as it is."""
+    if (type(conn).__module__ or "").split(".", 1)[0] != "sqlalchemy":
+        return conn
+    inner = getattr(conn, "driver_connection", None)
+    if inner is None:
+        inner = getattr(getattr(conn, "connection", None), "driver_connection", None)
+    return conn if inner is None else inner
+
+
 def driver_for(conn: Any) -> Driver:
     """The driver adapter of ``conn``, or a ``TypeError`` that says what is accepted."""
+    conn = _unwrap(conn)
     module = type(conn).__module__ or ""
     top = module.split(".", 1)[0]
     if top == "psycopg" and hasattr(conn, "info") and hasattr(conn, "pgconn"):
@@ -212,7 +224,8 @@ def driver_for(conn: Any) -> Driver:
         return Psycopg2(conn)
     raise TypeError(
         "conn must be a writerlock.postgres.Connection, a psycopg 3 connection or a psycopg2 "
-        f"connection opened with **writerlock.postgres.session_options(), not {module}.{type(conn).__name__}"
+        "connection (or a SQLAlchemy connection over one of them) opened with "
+        f"**writerlock.postgres.session_options(), not {module}.{type(conn).__name__}"
     )
 
 
@@ -399,12 +412,12 @@ class DriverWrite:
     def execute(self, sql: Any, params: Any = None) -> Any:
         """Runs one statement inside the write on the driver's cursor, in the driver's own
         placeholder style; returns the cursor."""
-        cur = self.connection.cursor()
+        cur = self._driver.conn.cursor()
         cur.execute(sql, params)
         return cur
 
     def executemany(self, sql: Any, seq_of_params: Any) -> Any:
         """Runs one statement per parameter sequence inside the write; returns the cursor."""
-        cur = self.connection.cursor()
+        cur = self._driver.conn.cursor()
         cur.executemany(sql, seq_of_params)
         return cur
