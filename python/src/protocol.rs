@@ -186,10 +186,17 @@ impl PyProtocol {
     }
 }
 
-/// The libpq keywords of `settings` as `(keyword, value)` pairs.
+/// The libpq keywords of `settings` as `(keyword, value)` pairs, with the
+/// `application_name` the native connections carry (the program, or the interpreter and its
+/// script, such as `python3 worker.py`).
 #[pyfunction]
 fn pg_libpq_keywords(settings: &PySettings) -> Vec<(&'static str, String)> {
-    settings.inner.libpq_keywords()
+    let mut keywords = settings.inner.libpq_keywords();
+    keywords.push((
+        "application_name",
+        pg::connection::default_application_name(),
+    ));
+    keywords
 }
 
 /// The statement that reports how `settings`' startup settings stand on a session.

@@ -94,8 +94,10 @@ def test_session_options_are_the_exact_libpq_keywords() -> None:
         "keepalives_count": "3",
         "tcp_user_timeout": "60000",
         "connect_timeout": "10",
-        "application_name": "writerlock",
+        # Named after the program, as the native connections are ("python pytest" here).
+        "application_name": opts["application_name"],
     }
+    assert opts["application_name"].startswith("python") and "pytest" in opts["application_name"]
     changed = postgres.session_options(version=2, required=2, lock_wait=1.5)
     assert "-c lock_timeout=1500ms" in changed["options"]
     assert "-c agentihooks.ledger_writer_version=2" in changed["options"]

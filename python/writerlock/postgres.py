@@ -785,7 +785,8 @@ def session_options(*, version: int = VERSION, required: int = REQUIRED, **optio
     idle_in_transaction_session_timeout=15s -c statement_timeout=60s -c
     agentihooks.ledger_writer_version=1`` and the server's TCP keepalives), ``keepalives``,
     ``keepalives_idle``, ``keepalives_interval``, ``keepalives_count``,
-    ``tcp_user_timeout`` (milliseconds), ``connect_timeout`` and ``application_name``::
+    ``tcp_user_timeout`` (milliseconds), ``connect_timeout`` and ``application_name`` (the
+    program, or the interpreter and its script, as the native connections carry)::
 
         conn = psycopg.connect(url, **postgres.session_options())
         pool = psycopg_pool.ConnectionPool(url, kwargs=postgres.session_options(),

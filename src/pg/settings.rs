@@ -379,8 +379,10 @@ impl Settings {
     /// The libpq connection keywords that open a session with these settings through a
     /// driver of the host's own (psycopg, PDO, libpq): `options` (the startup settings),
     /// `keepalives`, `keepalives_idle`, `keepalives_interval`, `keepalives_count` (seconds),
-    /// `tcp_user_timeout` (milliseconds, the client side's), `connect_timeout` (whole
-    /// seconds, at least 2 as libpq counts it) and `application_name` (`writerlock`).
+    /// `tcp_user_timeout` (milliseconds, the client side's) and `connect_timeout` (whole
+    /// seconds, at least 2 as libpq counts it). The host adds `application_name` (this
+    /// crate's connections use
+    /// [`default_application_name`](super::connection::default_application_name)).
     pub fn libpq_keywords(&self) -> Vec<(&'static str, String)> {
         vec![
             ("options", self.startup_options()),
@@ -406,7 +408,6 @@ impl Settings {
                     .max(2.0)
                     .to_string(),
             ),
-            ("application_name", "writerlock".to_string()),
         ]
     }
 
@@ -629,7 +630,7 @@ mod tests {
         assert_eq!(get("keepalives_count"), Some("3"));
         assert_eq!(get("tcp_user_timeout"), Some("60000"));
         assert_eq!(get("connect_timeout"), Some("10"));
-        assert_eq!(get("application_name"), Some("writerlock"));
+        assert_eq!(get("application_name"), None);
     }
 
     #[test]
