@@ -1,10 +1,13 @@
 <?php
-// php-ext/install.sh, the documented install command, into a PHP extension
+// php-ext/install.sh, the documented install command, run from a fresh
+// clone of this repository (its committed HEAD) into a PHP extension
 // directory that is not PHP's default, with CARGO_TARGET_DIR pointing
-// somewhere else than target/: a dry run changes nothing, the install writes
-// the absolute path into the ini file, the installed library is stripped and
-// loads (the printed next step runs without "already loaded"), and --remove
-// takes it away again. The build profile is the tests' (WL_PROFILE).
+// somewhere else than target/ (the tests' own build directory, so registry
+// crates are not compiled again): a dry run changes nothing, the install
+// writes the absolute path into the ini file, the installed library is
+// stripped and loads (the printed next step runs without "already loaded"),
+// and --remove takes it away again. The build profile is the tests'
+// (WL_PROFILE).
 require __DIR__ . '/lib.php';
 
 $root = getenv( 'WL_ROOT' );
@@ -13,10 +16,17 @@ $dir = tmpdir( 'wl-install' );
 symlink( dirname( dirname( ext_path() ) ), "$dir/elsewhere-target" );
 $env = array( 'CARGO_TARGET_DIR' => "$dir/elsewhere-target", 'PROFILE' => getenv( 'WL_PROFILE' ) ?: 'release',
               'EXT_DIR' => "$dir/php/extensions", 'INI_DIR' => "$dir/php/conf.d" );
+exec( 'git clone --quiet ' . escapeshellarg( $root ) . ' ' . escapeshellarg( "$dir/clone" ) . ' 2>&1', $out, $rc );
+if ( $rc !== 0 )
+{
+    echo "not ok - git clone of $root failed (the install is tested from a fresh clone): " . implode( ' ', $out ) . "\n";
+    exit( 1 );
+}
+$GLOBALS['clone'] = "$dir/clone";
 
 function install( array $args, array $env )
 {
-    $child = new Child( array_merge( array( getenv( 'WL_ROOT' ) . '/php-ext/install.sh' ), $args ), sys_get_temp_dir(), $env + getenv() );
+    $child = new Child( array_merge( array( $GLOBALS['clone'] . '/php-ext/install.sh' ), $args ), sys_get_temp_dir(), $env + getenv() );
     $code = $child->wait();
     check_same( 0, $code, 'install.sh ' . implode( ' ', $args ) . " exited with $code: {$child->out} {$child->err}" );
     return $child->out;
@@ -32,14 +42,14 @@ t( 'a dry run names every step and changes nothing', function () use ( $dir, $en
     $before = tree( $dir );
     $out = install( array( '--dry-run' ), $env );
     check_same( $before, tree( $dir ), 'files after the dry run' );
-    foreach ( array( 'would run: env -C', 'cargo build --profile', "would run: install -m 0644 $dir/elsewhere-target/", "$dir/php/extensions/writerlock.so",
+    foreach ( array( "would run: env -C $dir/clone cargo build --profile", "would run: install -m 0644 $dir/elsewhere-target/", "$dir/php/extensions/writerlock.so",
                      'would run: strip', "would write $dir/php/conf.d/writerlock.ini: extension=$dir/php/extensions/writerlock.so" ) as $step )
     {
         check( strpos( $out, $step ) !== false, "the dry run does not say: $step\n$out" );
     }
 } );
 
-t( 'installs a stripped build from CARGO_TARGET_DIR into a non-default extension directory, by absolute path', function () use ( $dir, $env ) {
+t( 'a fresh clone installs a stripped build from CARGO_TARGET_DIR into a non-default extension directory, by absolute path', function () use ( $dir, $env ) {
     $out = install( array(), $env );
     $so = "$dir/php/extensions/writerlock.so";
     check( is_file( $so ), "no $so:\n$out" );
@@ -74,7 +84,7 @@ t( '--remove takes it away (and --remove --dry-run does not)', function () use (
 } );
 
 t( 'a bad option is refused with what to do', function () use ( $env ) {
-    $child = new Child( array( getenv( 'WL_ROOT' ) . '/php-ext/install.sh', '--frobnicate' ), null, $env + getenv() );
+    $child = new Child( array( $GLOBALS['clone'] . '/php-ext/install.sh', '--frobnicate' ), null, $env + getenv() );
     check_same( 2, $child->wait(), 'exit status' );
     check_same( "install.sh: unknown option --frobnicate (see --help)\n", $child->err, 'stderr' );
 } );
