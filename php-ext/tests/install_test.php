@@ -16,13 +16,17 @@ $dir = tmpdir( 'wl-install' );
 symlink( dirname( dirname( ext_path() ) ), "$dir/elsewhere-target" );
 $env = array( 'CARGO_TARGET_DIR' => "$dir/elsewhere-target", 'PROFILE' => getenv( 'WL_PROFILE' ) ?: 'release',
               'EXT_DIR' => "$dir/php/extensions", 'INI_DIR' => "$dir/php/conf.d" );
-exec( 'git clone --quiet ' . escapeshellarg( $root ) . ' ' . escapeshellarg( "$dir/clone" ) . ' 2>&1', $out, $rc );
+// At a fixed place under the build directory: the same path each run, so
+// cargo builds the clone's crates into the same artifacts instead of adding
+// new ones every run.
+$clone = dirname( dirname( ext_path() ) ) . '/install-test-clone';
+exec( 'rm -rf ' . escapeshellarg( $clone ) . ' && git clone --quiet ' . escapeshellarg( $root ) . ' ' . escapeshellarg( $clone ) . ' 2>&1', $out, $rc );
 if ( $rc !== 0 )
 {
     echo "not ok - git clone of $root failed (the install is tested from a fresh clone): " . implode( ' ', $out ) . "\n";
     exit( 1 );
 }
-$GLOBALS['clone'] = "$dir/clone";
+$GLOBALS['clone'] = $clone;
 
 function install( array $args, array $env )
 {
@@ -42,7 +46,7 @@ t( 'a dry run names every step and changes nothing', function () use ( $dir, $en
     $before = tree( $dir );
     $out = install( array( '--dry-run' ), $env );
     check_same( $before, tree( $dir ), 'files after the dry run' );
-    foreach ( array( "would run: env -C $dir/clone cargo build --profile", "would run: install -m 0644 $dir/elsewhere-target/", "$dir/php/extensions/writerlock.so",
+    foreach ( array( "would run: env -C {$GLOBALS['clone']} cargo build --profile", "would run: install -m 0644 $dir/elsewhere-target/", "$dir/php/extensions/writerlock.so",
                      'would run: strip', "would write $dir/php/conf.d/writerlock.ini: extension=$dir/php/extensions/writerlock.so" ) as $step )
     {
         check( strpos( $out, $step ) !== false, "the dry run does not say: $step\n$out" );
