@@ -211,6 +211,31 @@ t( 'the queued driver in a web request waits SQLiteTransactionWait, logs the exa
     check_same( 0, count_rows( $path, "worker LIKE 'fpm-driver%'" ), 'rows written by the failed request' );
 } );
 
+t( 'a web request whose SQLiteTransactionWait is not below max_execution_time: logged once, the wait ends before the limit', function () use ( $dir, $path ) {
+    $site = "$dir/site-limit";
+    mkdir( $site );
+    $ini = "$dir/web-limit.json";
+    file_put_contents( $ini, json_encode( array( 'SQLiteTransactionWait' => '25' ) ) );
+    $holder = start_holder( $path );
+    try
+    {
+        $bodies = fcgi_requests( $dir, __DIR__ . '/helpers/fpm_driver.php', array(
+            array( 'db' => $path, 'dir' => $site, 'ini' => $ini, 'what' => 'transaction', 'limit' => 2 ) ) );
+    }
+    finally
+    {
+        release_holder( $holder );
+    }
+    $tx = json_decode( $bodies[0], true );
+    check( is_array( $tx ), 'answer: ' . $bodies[0] );
+    check_same( 'eZDBException', $tx['result'], 'transaction outcome' );
+    check( preg_match( '/^database is busy: the transaction could not start within [\d.]+ s \(waited [\d.]+ s, max_execution_time\), '
+                       . 'another write held the lock all that time; nothing was written$/', $tx['message'] ) === 1, 'message: ' . $tx['message'] );
+    check( $tx['elapsed'] >= 1.5 && $tx['elapsed'] < 2.5, 'the request waited ' . $tx['elapsed'] . ' s' );
+    $log = (string)@file_get_contents( "$site/var/log/error.log" );
+    check_same( 1, substr_count( $log, "[DatabaseSettings] SQLiteTransactionWait is 25 s, not below PHP's max_execution_time of 2 s" ), "error.log:\n$log" );
+} );
+
 t( 'the pool logged no PHP warning or notice', function () use ( $dir ) {
     $log = (string)@file_get_contents( "$dir/php-errors.log" ) . (string)@file_get_contents( "$dir/fpm.log" );
     check( !preg_match( '/PHP (Warning|Notice|Deprecated)/', $log ), "logs:\n$log" );

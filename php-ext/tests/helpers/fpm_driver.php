@@ -2,7 +2,12 @@
 // A PHP-FPM request that writes through eZSQLite3QueuedDB on the stand-ins,
 // with the web request's settings. Query string: db, dir (the site root,
 // for var/log), ini (JSON settings file), what ("transaction" or
-// "statement"). Answers JSON with the outcome.
+// "statement"), limit (optional: the request's max_execution_time, set with
+// set_time_limit()). Answers JSON with the outcome.
+if ( isset( $_GET['limit'] ) )
+{
+    set_time_limit( (int)$_GET['limit'] );
+}
 putenv( 'WL_EZINI=' . $_GET['ini'] );
 chdir( $_GET['dir'] );
 require __DIR__ . '/../standins/autoload.php';
