@@ -13,7 +13,6 @@ use std::sync::Mutex;
 
 use super::connection::{Connection, Tx};
 use super::error::Error;
-use super::protocol::refusal_lock_sql;
 use super::value::Value;
 
 /// The refusal lock's class id: 0x4C574652 (`LWFR`), 1280788050.
@@ -213,6 +212,16 @@ pub fn stored_floor(conn: &mut Connection) -> Result<Option<i64>, Error> {
 /// `version * 65536 + floor`.
 pub fn refusal_lock_key(version: i64, floor: i64) -> i64 {
     version * 65_536 + floor
+}
+
+/// The statement that takes the refusal lock of a writer `version` below `floor`: a shared
+/// session advisory lock that outlives the rollback and lasts until the session closes,
+/// never waited for. `None` when the key does not fit the lock's 32-bit object id.
+pub fn refusal_lock_sql(version: i64, floor: i64) -> Option<String> {
+    let key = i32::try_from(refusal_lock_key(version, floor)).ok()?;
+    Some(format!(
+        "SELECT pg_try_advisory_lock_shared({REFUSED_LOCK_CLASS}, {key})"
+    ))
 }
 
 /// Takes the refusal lock: a session advisory lock that outlives the rollback and lasts

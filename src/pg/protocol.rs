@@ -41,7 +41,7 @@ use postgres::error::SqlState;
 use super::alerts::{new_alerts, Alert, RefusedWriter, REFUSED_WRITERS_SQL};
 use super::error::{parse_refusal, Error, REFUSED_SQLSTATE};
 use super::floor::{
-    refusal_lock_key, FLOOR_NAME, REFUSED_LOCK_CLASS, REFUSED_LOCK_SUBID, SCHEMA_SQL,
+    refusal_lock_sql, FLOOR_NAME, REFUSED_LOCK_CLASS, REFUSED_LOCK_SUBID, SCHEMA_SQL,
     STORE_FLOOR_SQL,
 };
 #[cfg(test)]
@@ -68,16 +68,6 @@ pub fn floor_check_sql() -> String {
          AND classid = {REFUSED_LOCK_CLASS} AND objsubid = {REFUSED_LOCK_SUBID} \
          AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))"
     )
-}
-
-/// The statement that takes the refusal lock of a writer `version` below `floor`: a shared
-/// session advisory lock that outlives the rollback and lasts until the session closes,
-/// never waited for. `None` when the key does not fit the lock's 32-bit object id.
-pub fn refusal_lock_sql(version: i64, floor: i64) -> Option<String> {
-    let key = i32::try_from(refusal_lock_key(version, floor)).ok()?;
-    Some(format!(
-        "SELECT pg_try_advisory_lock_shared({REFUSED_LOCK_CLASS}, {key})"
-    ))
 }
 
 /// The floor-storing statement with the required floor written in: raises the stored floor,
