@@ -391,3 +391,18 @@ def test_sqlalchemy_connections_over_psycopg(pg_db) -> None:  # type: ignore[no-
         assert generation(native) == 2
     finally:
         engine.dispose()
+
+
+def test_an_async_psycopg_connection_is_refused_with_a_type_error(pg_db) -> None:  # type: ignore[no-untyped-def]
+    import asyncio
+
+    async def attempt() -> str:
+        conn = await psycopg.AsyncConnection.connect(pg_db.url, **postgres.session_options())
+        try:
+            with pytest.raises(TypeError) as info:
+                postgres.write(conn, "main")
+            return str(info.value)
+        finally:
+            await conn.close()
+
+    assert "async psycopg connection" in asyncio.run(attempt())
