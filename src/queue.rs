@@ -455,9 +455,15 @@ impl WriterQueue {
             .map_err(|failure| Error::NotStarted { failure })?;
         let deadline = Deadline::of(wait);
         self.take_until(BusyKind::Transaction, wait, &deadline)?;
-        let started = conn
-            .set_busy_timeout(deadline.left())
-            .and_then(|()| conn.exec("BEGIN IMMEDIATE"));
+        let started = match begin_immediate(conn, &deadline) {
+            Err(Started::Interrupted) => {
+                restore_timeout(conn, caller_timeout);
+                let _ = self.release();
+                return Err(Self::interrupted(BusyKind::Transaction, &deadline));
+            }
+            Err(Started::Failed(failure)) => Err(failure),
+            Ok(()) => Ok(()),
+        };
         match started {
             Ok(()) => {
                 let mut st = self.state();
@@ -572,7 +578,9 @@ impl WriterQueue {
         self.take_until(BusyKind::Statement, wait, &deadline)?;
         self.state().last_wait = deadline.waited();
         loop {
-            match statement(deadline.left()) {
+            // With an interrupt check, SQLite's own busy wait (a writer
+            // outside the queue) runs in slices with the check between.
+            match statement(deadline.nap(deadline.left())) {
                 Ok(value) => {
                     self.release()?;
                     return Ok(value);
@@ -595,6 +603,48 @@ impl WriterQueue {
                     });
                 }
             }
+        }
+    }
+}
+
+/// Why `BEGIN IMMEDIATE` did not start.
+enum Started {
+    /// SQLite refused it (busy past the deadline, or another failure).
+    Failed(SqliteFailure),
+    /// The wait's interrupt check ended SQLite's busy wait.
+    Interrupted,
+}
+
+/// `BEGIN IMMEDIATE` with the time left as busy timeout, which stays the
+/// connection's busy timeout for the transaction. With an interrupt check,
+/// SQLite's busy handler (waiting for a writer outside the queue) runs in
+/// slices of at most [`crate::wait::INTERRUPT_CHECK`], the check between.
+fn begin_immediate<S: SqliteSession + ?Sized>(
+    conn: &S,
+    deadline: &Deadline,
+) -> std::result::Result<(), Started> {
+    if !deadline.has_interrupt() {
+        return conn
+            .set_busy_timeout(deadline.left())
+            .and_then(|()| conn.exec("BEGIN IMMEDIATE"))
+            .map_err(Started::Failed);
+    }
+    loop {
+        conn.set_busy_timeout(deadline.nap(deadline.left()))
+            .map_err(Started::Failed)?;
+        match conn.exec("BEGIN IMMEDIATE") {
+            Ok(()) => {
+                return conn.set_busy_timeout(deadline.left()).map_err(|failure| {
+                    let _ = conn.exec("ROLLBACK");
+                    Started::Failed(failure)
+                });
+            }
+            Err(failure) if failure.is_busy() && !deadline.passed() => {
+                if deadline.interrupted() {
+                    return Err(Started::Interrupted);
+                }
+            }
+            Err(failure) => return Err(Started::Failed(failure)),
         }
     }
 }

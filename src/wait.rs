@@ -254,6 +254,11 @@ impl Deadline {
         self.start.elapsed()
     }
 
+    /// Whether the wait has an interrupt check.
+    pub(crate) fn has_interrupt(&self) -> bool {
+        self.interrupt.is_some()
+    }
+
     /// Runs the interrupt check, if there is one and it did not run within
     /// the last millisecond: `true` ends the wait.
     pub(crate) fn interrupted(&self) -> bool {

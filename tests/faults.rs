@@ -1164,6 +1164,54 @@ fn a_kill_9_storm_loses_no_reported_commit() {
     );
 }
 
+/// SQLite's own busy wait, for a writer outside the queue that holds the
+/// database (a raw connection in another process), is interruptible too:
+/// for `begin` and for a queued statement.
+fn an_interrupt_ends_sqlites_busy_wait_for_an_outside_writer() {
+    let db = Db::new();
+    let pipe = Pipe::new();
+    let path = db.path.as_path();
+    let outsider = fork(|| {
+        let conn = open(path);
+        if conn.execute_batch("BEGIN IMMEDIATE").is_err() {
+            return 1;
+        }
+        pipe.send(1);
+        std::thread::sleep(Duration::from_secs(60));
+        0
+    });
+    assert_eq!(pipe.recv(Duration::from_secs(10)), Some(1));
+    for statement in [false, true] {
+        let queue = WriterQueue::new(&db.path);
+        let conn = open(&db.path);
+        let flag = Flag::new();
+        let raiser = flag.raise_after(Duration::from_millis(300));
+        let outcome = if statement {
+            queue.execute(
+                &conn,
+                "INSERT INTO publishes (n, pid, start_us, end_us) VALUES (1, 0, 0, 0)",
+                &Wait::statement(Duration::from_secs(10)).with_interrupt(flag.interrupt()),
+            )
+        } else {
+            queue.begin(&conn, &wait_secs(10.0).with_interrupt(flag.interrupt()))
+        };
+        let late = Instant::now().saturating_duration_since(raiser.join().expect("raiser"));
+        assert!(
+            matches!(outcome, Err(Error::Interrupted { .. })),
+            "statement {statement}: {outcome:?}"
+        );
+        eprintln!(
+            "outside writer, statement {statement}: ended {:.1} ms after the interrupt",
+            late.as_secs_f64() * 1e3
+        );
+        assert!(late < Duration::from_millis(100), "ended {late:?} late");
+        assert!(!queue.holding());
+        assert!(conn.is_autocommit(), "a transaction was left open");
+    }
+    kill9(outsider);
+    assert_eq!(db.count(), 0);
+}
+
 fn main() {
     run_tests(&[
         (
@@ -1181,6 +1229,10 @@ fn main() {
         (
             "an_interrupt_ends_a_wait_for_another_thread",
             an_interrupt_ends_a_wait_for_another_thread,
+        ),
+        (
+            "an_interrupt_ends_sqlites_busy_wait_for_an_outside_writer",
+            an_interrupt_ends_sqlites_busy_wait_for_an_outside_writer,
         ),
         (
             "a_panicking_interrupt_check_leaves_the_handle_usable",
