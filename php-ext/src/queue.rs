@@ -464,6 +464,11 @@ impl Queue {
         let thrown = ExecutorGlobals::take_exception();
         match (result, thrown) {
             (Ok(value), None) => {
+                if !self.mine() {
+                    // $fn ended the transaction itself, through this queue.
+                    self.settle();
+                    return Ok(value);
+                }
                 let session = PhpSqlite::new(object, kind);
                 match self.finish(object, &session, "COMMIT") {
                     Ok(true) => Ok(value),
@@ -482,6 +487,11 @@ impl Queue {
                             ),
                             i64::from(failure.code),
                         ))
+                    }
+                    // $fn ran COMMIT (or ROLLBACK) itself: SQLite has no
+                    // transaction left to commit, and the turn is back.
+                    Err(_) if !self.mine() && is_no_transaction(&session.last_failure_now()) => {
+                        Ok(value)
                     }
                     Err(e) => Err(e),
                 }

@@ -60,7 +60,8 @@ const DOCS = array(
             . "@throws Exception SQLite reported a failure",
         'transaction' => "Begins (as begin()), runs \$fn(\$db), commits, and returns what \$fn returned.\n"
             . "Any throwable from \$fn, or a COMMIT SQLite refuses, rolls the transaction back\n"
-            . "and gives the turn back; the throwable is rethrown.\n\n"
+            . "and gives the turn back; the throwable is rethrown. When \$fn ends the transaction\n"
+            . "itself (commit(), or a COMMIT of its own), nothing more is done.\n\n"
             . "@template T\n"
             . "@param callable(\\SQLite3|\\PDO): T \$fn\n"
             . "@return T\n"

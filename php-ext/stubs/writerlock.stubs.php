@@ -64,7 +64,8 @@ namespace WriterLock {
         /**
          * Begins (as begin()), runs $fn($db), commits, and returns what $fn returned.
          * Any throwable from $fn, or a COMMIT SQLite refuses, rolls the transaction back
-         * and gives the turn back; the throwable is rethrown.
+         * and gives the turn back; the throwable is rethrown. When $fn ends the transaction
+         * itself (commit(), or a COMMIT of its own), nothing more is done.
          *
          * @template T
          * @param callable(\SQLite3|\PDO): T $fn

@@ -64,6 +64,13 @@ catch ( WriterLock\Exception $e )
 }
 var_dump( $q->holding(), $db->querySingle( 'SELECT COUNT(*) FROM c' ) );
 
+echo "-- \$fn ends the transaction itself: nothing false is reported, the turn is back\n";
+$db = new SQLite3( $path );
+$q = new WriterLock\Queue( $path );
+var_dump( $q->transaction( $db, function ( $db ) use ( $q ) { $db->exec( "INSERT INTO pub (worker) VALUES ('own commit')" ); return $q->commit( $db ); } ) );
+var_dump( $q->transaction( $db, function ( $db ) { $db->exec( "INSERT INTO pub (worker) VALUES ('raw commit')" ); return $db->exec( 'COMMIT' ); } ) );
+var_dump( $q->holding(), count_rows( $path, "worker IN ('own commit', 'raw commit')" ), probe_begin( $path, 1 )['ok'] );
+
 echo "-- the wait runs out: \$fn never runs\n";
 $holder = start_holder( $path );
 try
@@ -123,6 +130,12 @@ int(0)
 WriterLock\Exception: COMMIT failed: FOREIGN KEY constraint failed; the transaction was rolled back, nothing was written
 bool(false)
 int(0)
+-- $fn ends the transaction itself: nothing false is reported, the turn is back
+bool(true)
+bool(true)
+bool(false)
+int(2)
+bool(true)
 -- the wait runs out: $fn never runs
 database is busy: the transaction could not start within 1 s (waited 1.0 s, [DatabaseSettings] SQLiteTransactionWait), another write held the lock all that time; nothing was written
 -- bad arguments
