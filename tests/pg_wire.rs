@@ -394,3 +394,63 @@ fn pg_cancelled_lock_wait_rolls_back_and_asks_again_in_one_message() {
     holder.rollback().expect("release");
     update(&mut conn, "x").expect("a write after the holder released");
 }
+
+/// A writer that found no refused writer skips the `pg_locks` scan while the refusal count
+/// stays; every refusal (by the floor trigger or by a writer's own floor check) moves the
+/// count after taking its lock, so the next write still names the refused writer.
+#[test]
+fn pg_a_writer_that_saw_no_refusal_still_sees_the_next_ones() {
+    let db = WireDb::new("refusals");
+    let mut conn = Connection::connect(&db.url, &Settings::new()).expect("connect");
+    setup_schema(&mut conn, None).expect("setup");
+    conn.execute("INSERT INTO ledgers (slug) VALUES ('a')", &[])
+        .expect("insert");
+    update(&mut conn, "a").expect("a write that finds no refused writer");
+    update(&mut conn, "a").expect("a write at the same count");
+
+    // Code older than the floor (no writer version) bumps a generation: the trigger refuses
+    // it and its session stays connected.
+    let mut old = postgres::Client::connect(&db.url, postgres::NoTls).expect("old writer");
+    let err = old
+        .batch_execute("UPDATE ledgers SET generation = generation + 1 WHERE slug = 'a'")
+        .unwrap_err();
+    assert_eq!(err.code().map(|c| c.code()), Some("LW001"), "{err}");
+    let start = conn.begin_write().expect("the next write");
+    assert_eq!(start.refused().len(), 1, "{:?}", start.refused());
+    assert_eq!(start.refused()[0].version, 0);
+    conn.rollback().expect("rollback");
+
+    // Once it is gone, writes find nobody again; then a writer refused by its own floor
+    // check is named too.
+    drop(old);
+    let mut gone = false;
+    for _ in 0..100 {
+        let start = conn.begin_write().expect("write");
+        conn.rollback().expect("rollback");
+        if start.refused().is_empty() {
+            gone = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(gone, "the old writer's refusal lock outlived its session");
+    update(&mut conn, "a").expect("a write at the new count");
+    let mut low = Settings::new();
+    low.version(0).required(0);
+    let mut refused = Connection::connect(&db.url, &low).expect("a version 0 writer");
+    let err = refused.write().map(|_| ()).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Refused {
+                version: 0,
+                floor: 1
+            }
+        ),
+        "{err:?}"
+    );
+    let start = conn.begin_write().expect("the next write");
+    assert_eq!(start.refused().len(), 1, "{:?}", start.refused());
+    assert_eq!(start.refused()[0].pid, refused.pid());
+    conn.rollback().expect("rollback");
+}

@@ -50,6 +50,9 @@ pub struct Connection {
     settings: Settings,
     address: Address,
     pub(crate) tx: Tx,
+    /// The refusal count at which this session last found no refused writer's lock (see
+    /// `floor_check_sql_since`).
+    pub(crate) refusals_clean: Option<i64>,
     lost: bool,
     pid: i32,
 }
@@ -166,6 +169,7 @@ impl Connection {
             settings: settings.clone(),
             address: address.clone(),
             tx: Tx::Idle,
+            refusals_clean: None,
             lost: false,
             pid: 0,
         };

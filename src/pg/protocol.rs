@@ -877,9 +877,11 @@ mod tests {
         let Step::Run(lock) = p.feed(check_row(Some(2), "1", false)) else {
             panic!()
         };
-        assert_eq!(
-            lock.sql(),
-            "SELECT pg_try_advisory_lock_shared(1280788050, 65538)"
+        assert!(
+            lock.sql()
+                .contains("SELECT pg_try_advisory_lock_shared(1280788050, 65538)"),
+            "{}",
+            lock.sql()
         );
     }
 

@@ -13,19 +13,21 @@
 //! writes.
 //!
 //! Every writer in the line pays each round trip made under the lock, so a write's start
-//! travels as one simple-query message: `BEGIN`, the lock, and the floor read together with
-//! whether any refusal lock is held. The lock stays the transaction's first statement; when
-//! it is cancelled the server skips the rest of the message, the transaction is rolled back
-//! and the lock is asked for again. The schema check is a look-up in this process after the
-//! first write, and the refused-writers query runs only when a refusal lock is held.
+//! travels as one simple-query message: `BEGIN`, the lock, and the floor read with the
+//! refusal count. The lock stays the transaction's first statement; when it is cancelled
+//! the server skips the rest of the message, the transaction is rolled back and the lock is
+//! asked for again. The schema check is a look-up in this process after the first write;
+//! the scan for refusal locks runs only when the refusal count moved since this session
+//! last found none, and the refused-writers query only when one is held.
 
 use super::alerts::{refused_writers, Alert, RefusedWriter};
 use super::connection::{Connection, TextResults, Tx};
 use super::error::Error;
-use super::floor::{ensure_schema, take_refusal_lock};
-use super::protocol::{
-    floor_check_sql, is_cancelled_wait, FloorCheck, WriteStart, WRITER_LOCK_SQL,
+use super::floor::{
+    ensure_schema, take_refusal_lock, FLOOR_NAME, REFUSALS_SEQUENCE, REFUSED_LOCK_CLASS,
+    REFUSED_LOCK_SUBID,
 };
+use super::protocol::{is_cancelled_wait, WriteStart, WRITER_LOCK_SQL};
 use super::value::{Rows, Value};
 
 impl Connection {
@@ -100,8 +102,10 @@ impl Connection {
             }
         }
         ensure_schema(self)?;
-        let (waits, results) = self.lock_writer_then(Some(&floor_check_sql()))?;
-        let checked = self.check_floor(&results);
+        let (waits, results) = self.lock_writer_then(Some(&floor_read_sql()))?;
+        let checked = self
+            .check_floor(&results)
+            .and_then(|(floor, count)| Ok((floor, self.any_refused(count)?)));
         match checked {
             Ok((floor, false)) => Ok(WriteStart {
                 waits,
@@ -137,20 +141,59 @@ impl Connection {
         })
     }
 
-    /// Refuses this writer if it is below the stored floor, from the result of the floor
-    /// check that travelled with the lock (see [`floor_check_sql`]); returns the floor and
-    /// whether any refused writer's lock is held.
-    fn check_floor(&mut self, results: &TextResults) -> Result<(Option<i64>, bool), Error> {
-        let check = FloorCheck::read(results.first().map(Vec::as_slice).unwrap_or(&[]));
+    /// Refuses this writer if it is below the stored floor, from the floor read that
+    /// travelled with the lock (see [`floor_read_sql`]); returns the floor and the refusal
+    /// count.
+    fn check_floor(&mut self, results: &TextResults) -> Result<(Option<i64>, Option<i64>), Error> {
+        let row = results.first().and_then(|rows| rows.first());
+        let cell = |i: usize| row.and_then(|r| r.get(i));
+        let floor = cell(0).and_then(Value::read_i64);
+        let count = cell(1).and_then(Value::read_i64);
         let version = i64::from(self.settings().get_version());
-        if let Some((version, floor)) = check.refusal(version) {
+        if let Some(floor) = floor.filter(|&f| version < f) {
             take_refusal_lock(self, version, floor)?;
             self.rollback()?;
             return Err(Error::Refused { version, floor });
         }
-        let (floor, any_refused) = (check.floor, check.any_refused);
-        Ok((floor, any_refused))
+        Ok((floor, count))
     }
+
+    /// Whether any refused writer's lock is held in this database. A session that found
+    /// none at a refusal count knows there is still none while the count stays (every
+    /// refusal counts itself after taking its lock, and the count was read first, under the
+    /// writer lock), so the scan of `pg_locks` runs only after the count moved.
+    fn any_refused(&mut self, count: Option<i64>) -> Result<bool, Error> {
+        if count.is_some() && count == self.refusals_clean {
+            return Ok(false);
+        }
+        let rows = self.execute(&any_refused_sql(), &[])?;
+        let any = rows
+            .first()
+            .and_then(|r| r.get(0))
+            .and_then(Value::read_bool)
+            .unwrap_or(true);
+        self.refusals_clean = if any { None } else { count };
+        Ok(any)
+    }
+}
+
+/// The floor read that travels with the writer lock: the stored floor and the refusal
+/// count (`NULL` on a database without the counter). Cheap to plan and run: the scan of
+/// `pg_locks` is a statement of its own ([`any_refused_sql`]), run only when needed.
+fn floor_read_sql() -> String {
+    format!(
+        "SELECT (SELECT version FROM writer_floor WHERE name = '{FLOOR_NAME}'), \
+         pg_sequence_last_value(to_regclass('{REFUSALS_SEQUENCE}'))"
+    )
+}
+
+/// Whether any refused writer's lock is held in this database.
+fn any_refused_sql() -> String {
+    format!(
+        "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' \
+         AND classid = {REFUSED_LOCK_CLASS} AND objsubid = {REFUSED_LOCK_SUBID} \
+         AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))"
+    )
 }
 
 /// An open write transaction holding the writer lock; rolls back on drop unless committed.
