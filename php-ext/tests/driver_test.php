@@ -231,6 +231,18 @@ t( 'a forked child that closes the transaction it inherited logs nothing; the pa
     }
     pcntl_waitpid( $pid, $status );
     check_same( '', error_log_text( $site ), 'error.log after the child closed its copy' );
+    $pid = pcntl_fork();
+    check( $pid >= 0, 'pcntl_fork() failed' );
+    if ( $pid === 0 )
+    {
+        // A child asked to commit: nothing of it is the child's; false, nothing logged.
+        $answer = $ezdb->commit();
+        file_put_contents( "$site/child-commit.txt", var_export( $answer, true ) . ' ' . $ezdb->transactionCounter() );
+        posix_kill( getmypid(), SIGKILL );
+    }
+    pcntl_waitpid( $pid, $status );
+    check_same( 'false 0', @file_get_contents( "$site/child-commit.txt" ), "the child's commit() and transaction counter" );
+    check_same( '', error_log_text( $site ), 'error.log after the child committed its copy' );
     check( $ezdb->writerQueue()->holding(), 'the parent lost its turn' );
     $ezdb->commit();
     check( !$ezdb->writerQueue()->holding(), 'holding after the commit' );

@@ -60,6 +60,9 @@ class eZSQLite3QueuedDB extends eZSQLite3DB
     /** @var bool Set by commitQuery() when the COMMIT failed */
     protected $QueuedCommitFailed = false;
 
+    /** @var bool Set by commitQuery() in a forked child asked to commit its parent's transaction */
+    protected $QueuedCommitOfParent = false;
+
     /** @var bool Whether the connection's busy timeout has been set */
     protected $QueuedBusyTimeoutSet = false;
 
@@ -389,7 +392,15 @@ class eZSQLite3QueuedDB extends eZSQLite3DB
     function commit()
     {
         $this->QueuedCommitFailed = false;
+        $this->QueuedCommitOfParent = false;
         $result = parent::commit();
+        if ( $this->QueuedCommitOfParent )
+        {
+            // Nothing was committed here, and nothing went wrong: the
+            // transaction is the parent's (see commitQuery()).
+            $this->QueuedCommitOfParent = false;
+            return false;
+        }
         if ( !$this->QueuedCommitFailed )
         {
             return $result;
@@ -417,6 +428,7 @@ class eZSQLite3QueuedDB extends eZSQLite3DB
             $this->QueuedTransaction = false;
             $this->ErrorNumber = -1;
             $this->ErrorMessage = 'the transaction was begun by the parent process (' . $this->QueuedPid . '); a forked child cannot commit it';
+            $this->QueuedCommitOfParent = true;
             return false;
         }
         if ( $kind === 'queue' )
