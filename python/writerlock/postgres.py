@@ -26,6 +26,16 @@ placeholders (translated to ``$1..$n`` outside string literals and comments) or 
 Every error is a ``sqlite3.DatabaseError`` subclass (:class:`DatabaseError`) carrying its
 SQLSTATE in ``sqlstate`` and ``code``. The interpreter is released during every call that
 talks to the server.
+
+A psycopg 3 or psycopg2 connection of your own (or a SQLAlchemy connection over one) gets the
+same session: open it with ``**session_options()``, check it with :func:`check_session`, and
+write with ``with write(conn, ledger) as w:``; the core's writer protocol decides every step
+and this module only runs its statements on that connection.
+
+The module follows DB-API 2.0 (PEP 249): ``apilevel``, ``threadsafety``, ``paramstyle =
+"qmark"``, the exception classes (``Error`` is a ``sqlite3.Error``), type objects and
+constructors. Addresses are completed from the ``PG*`` environment variables and the password
+file as libpq does.
 """
 
 from __future__ import annotations
