@@ -44,7 +44,8 @@ export WRITERLOCK_WHEEL="$wheel"
 if (( $# == 0 )); then
     set -- "$here"
 fi
-# Not exec: the EXIT trap removes the wheel directory after pytest.
+# Not exec: the EXIT trap removes the wheel directory after pytest. -rs prints the reason of
+# every skipped test (those that need root say so).
 status=0
-"$venv/bin/python" -m pytest -p no:cacheprovider --rootdir "$here" "$@" || status=$?
+"$venv/bin/python" -m pytest -p no:cacheprovider -rs --rootdir "$here" "$@" || status=$?
 exit "$status"
