@@ -92,7 +92,7 @@ RuntimeException: stopped by SIGUSR1
 bool(true)
 int(0)
 -- a handler that returns: it runs, and the wait goes on to its own limit
-WriterLock\BusyException: database is busy: the transaction could not start within 1.5 s (waited 1.5 s, [DatabaseSettings] SQLiteTransactionWait), another write held the lock all that time; nothing was written
+WriterLock\BusyException: database is busy: the transaction could not start within 1.5 s (waited %d.%d s, [DatabaseSettings] SQLiteTransactionWait), another write held the lock all that time; nothing was written
 int(1)
 bool(true)
 -- a wait longer than the time max_execution_time leaves ends before it, naming it

@@ -40,8 +40,9 @@ t( 'a wait below 1 s is raised to 1 s; a custom setting name is quoted', functio
     list( $e, $elapsed ) = timed( function () use ( $q, $db ) { $q->begin( $db, 0.2, '[DatabaseSettings] SQLiteCLITransactionWait' ); } );
     check( $elapsed >= 1.0 && $elapsed < 2.0, "begin(0.2) gave up after $elapsed s" );
     check_same( 1.0, $e->limit(), 'limit()' );
-    check_same( 'database is busy: the transaction could not start within 1 s (waited 1.0 s, [DatabaseSettings] SQLiteCLITransactionWait), '
-                . 'another write held the lock all that time; nothing was written', $e->getMessage(), 'message' );
+    $text = 'database is busy: the transaction could not start within 1 s (waited 1.0 s, [DatabaseSettings] SQLiteCLITransactionWait), '
+          . 'another write held the lock all that time; nothing was written';
+    check_same( $text, busy_text( $text, $e->getMessage() ), 'message' );
 } );
 
 t( 'exec() of a write gives up after the busy timeout and does not run', function () use ( $path ) {
@@ -51,8 +52,9 @@ t( 'exec() of a write gives up after the busy timeout and does not run', functio
         $q->exec( $db, "INSERT INTO pub (worker, seq) VALUES ('timed out', 1)", 0.5 );
     } );
     check( $elapsed >= 0.5 && $elapsed < 1.5, "exec(0.5) gave up after $elapsed s" );
-    check_same( 'database is busy: the statement waited 0.5 s for another write to end (limit 0.5 s, [DatabaseSettings] SQLiteBusyTimeout) '
-                . 'and was not run; nothing was written', $e->getMessage(), 'message' );
+    $text = 'database is busy: the statement waited 0.5 s for another write to end (limit 0.5 s, [DatabaseSettings] SQLiteBusyTimeout) '
+          . 'and was not run; nothing was written';
+    check_same( $text, busy_text( $text, $e->getMessage() ), 'message' );
     check_same( 0.5, $e->limit(), 'limit()' );
     check_same( '[DatabaseSettings] SQLiteBusyTimeout', $e->setting(), 'setting()' );
     check( !$q->holding(), 'holding' );

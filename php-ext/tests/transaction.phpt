@@ -91,7 +91,7 @@ foreach ( array( function () use ( $q, $path ) { $q->transaction( new SQLite3( $
     try { $call(); } catch ( Throwable $e ) { echo get_class( $e ), ': ', $e->getMessage(), "\n"; }
 }
 ?>
---EXPECT--
+--EXPECTF--
 -- SQLite3
 bool(true)
 bool(true)
@@ -137,7 +137,7 @@ bool(false)
 int(2)
 bool(true)
 -- the wait runs out: $fn never runs
-database is busy: the transaction could not start within 1 s (waited 1.0 s, [DatabaseSettings] SQLiteTransactionWait), another write held the lock all that time; nothing was written
+database is busy: the transaction could not start within 1 s (waited 1.%d s, [DatabaseSettings] SQLiteTransactionWait), another write held the lock all that time; nothing was written
 -- bad arguments
 TypeError: WriterLock\Queue::transaction(): Argument #2 ($fn) must be a valid callback, string given
 ValueError: WriterLock\Queue::transaction(): Argument #3 ($wait) must be a number of seconds from 0 up, -1 given
