@@ -539,15 +539,16 @@ impl PageRef {
         slot.since_us.store(now_us(), Ordering::Relaxed);
         // Tickets wrap after 2^64 draws (or from a crafted counter); 0
         // means "none", so it is drawn again.
-        let ticket = loop {
-            let ticket = layout
+        let draw = || {
+            layout
                 .header
                 .next_ticket
                 .fetch_add(1, Ordering::AcqRel)
-                .wrapping_add(1);
-            if ticket != 0 {
-                break ticket;
-            }
+                .wrapping_add(1)
+        };
+        let ticket = match draw() {
+            0 => draw().max(1),
+            ticket => ticket,
         };
         slot.ticket.store(ticket, Ordering::Release);
         Place { index, ticket }
@@ -629,12 +630,15 @@ impl PageRef {
     /// caller's slot, alive by definition: its liveness lock belongs to the
     /// caller's own open file description, which never conflicts with itself.
     fn oldest_alive(&self, own: Option<usize>) -> Option<(usize, u64)> {
-        while let Some((index, ticket)) = self.oldest() {
+        // Each round reaps one slot; a page rewritten under us (another
+        // program) cannot keep this loop going past twice the slots.
+        for _ in 0..2 * SLOTS {
+            let (index, ticket) = self.oldest()?;
             if own == Some(index) || self.alive(index) || !self.reap(index, ticket) {
                 return Some((index, ticket));
             }
         }
-        None
+        self.oldest()
     }
 
     /// Passes over every waiter ahead of `place`: they left a free lock
