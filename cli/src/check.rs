@@ -349,18 +349,33 @@ fn sorted_dirs(dir: &Path) -> Vec<PathBuf> {
     dirs
 }
 
-/// Every `*.ini`, `*.ini.append` and `*.ini.append.php` under `dir` (two levels deep).
+/// Every `*.ini`, `*.ini.append` and `*.ini.append.php` under `dir`, at most
+/// [`INI_DEPTH`] directories down (`settings/siteaccess/NAME/`), without following
+/// symbolic links to directories: a site tree is not trusted to be free of link loops.
 fn collect_ini_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    collect_ini_files_at(dir, INI_DEPTH, out);
+}
+
+/// How many directory levels below `settings/` hold settings files.
+const INI_DEPTH: usize = 2;
+
+fn collect_ini_files_at(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
     let Ok(entries) = fs::read_dir(dir) else {
         return;
     };
     let mut paths: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
     paths.sort();
     for path in paths {
+        if out.len() >= 10_000 {
+            return;
+        }
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        if path.is_dir() {
-            if out.len() < 10_000 && path.parent() == Some(dir) {
-                collect_ini_files(&path, out);
+        let Ok(meta) = fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if meta.is_dir() {
+            if depth > 0 {
+                collect_ini_files_at(&path, depth - 1, out);
             }
         } else if name.ends_with(".ini")
             || name.ends_with(".ini.append")

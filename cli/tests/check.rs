@@ -262,3 +262,18 @@ fn a_directory_that_is_not_a_site_is_one_line_and_a_json_error() {
         line
     );
 }
+
+#[test]
+fn a_symlink_loop_in_the_settings_is_not_followed() {
+    let site = site("20", "30s", QUIET_ERRORS, QUIET_CRON);
+    std::os::unix::fs::symlink("..", site.root.join("settings/override/loop"))
+        .expect("a symlink loop");
+    let (code, report) = check_json(&site);
+    assert_eq!(code, Some(0), "{report:#}");
+    assert_eq!(result_of(&report, "transaction-wait"), "pass", "{report:#}");
+    // Read once, not once per trip around the loop.
+    let why = item(&report, "transaction-wait")["why"]
+        .as_str()
+        .expect("why");
+    assert_eq!(why.matches("requestTimeout = 45 s").count(), 1, "{why}");
+}
