@@ -226,7 +226,13 @@ typedef enum wl_result {
     /**
      * Any other failure of the Postgres driver.
      */
-    WL_PG_DRIVER = 108
+    WL_PG_DRIVER = 108,
+    /**
+     * The connection was lost while COMMIT was in flight (SQLSTATE `08007`):
+     * the transaction may or may not have been committed. Check whether the
+     * write is in the database before retrying it.
+     */
+    WL_PG_OUTCOME_UNKNOWN = 109
 } wl_result;
 
 /**
@@ -607,8 +613,11 @@ enum wl_result wl_pg_settings_set_server_keepalives_count(struct wl_pg_settings 
                                                           uint32_t count);
 
 /**
- * Sets the server's `tcp_user_timeout` for the session, in seconds
- * (default 60; 0 leaves the server's default).
+ * Sets the TCP user timeout of the session, in seconds (default 60, the
+ * keepalive budget): set on the client's socket, so a statement sent into a
+ * dead network fails with `WL_PG_CLOSED` (or `WL_PG_OUTCOME_UNKNOWN` for a
+ * COMMIT) after this long, and sent to the server as `tcp_user_timeout`.
+ * Between 0.001 and 2147483.647 seconds.
  */
 enum wl_result wl_pg_settings_set_tcp_user_timeout(struct wl_pg_settings *settings, double seconds);
 
@@ -834,7 +843,9 @@ enum wl_result wl_pg_pool_take(const struct wl_pg_pool *pool, struct wl_pg_conn 
  * open transaction is rolled back; a connection that is closed, whose
  * rollback fails, or beyond the pool's size is closed. The caller must not
  * use `conn` afterwards. With a NULL `pool` (`WL_INVALID_ARGUMENT`) the
- * connection stays the caller's. A NULL `conn` is ignored.
+ * connection stays the caller's. A NULL `conn` is ignored. A connection to
+ * another address or with other settings (another writer version) is
+ * refused with `WL_INVALID_ARGUMENT` and closed.
  */
 enum wl_result wl_pg_pool_give(const struct wl_pg_pool *pool, struct wl_pg_conn *conn);
 

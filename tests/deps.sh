@@ -12,6 +12,7 @@ packages=(
     php8.2-cli php8.2-dev php8.2-sqlite3 php8.2-fpm libclang-dev libfcgi-bin  # PHP extension
     valgrind                                    # the C ABI test runs under valgrind
     binutils                                    # strip: php-ext/install.sh installs a stripped build
+    pgbouncer nftables                          # Postgres fault tests: a real pooler, a cut network
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -252,7 +252,7 @@ fn pg_statement_timeout_cancels_and_the_pool_recovers() {
     assert!(err.to_string().contains("statement timeout"), "{err}");
     let commit = conn.commit().unwrap_err();
     assert!(matches!(commit, Error::RolledBack), "{commit:?}");
-    pool.give(conn);
+    pool.give(conn).expect("give back");
 
     let mut conn = pool.take().expect("take again");
     let rows = conn
@@ -260,7 +260,7 @@ fn pg_statement_timeout_cancels_and_the_pool_recovers() {
         .expect("working connection");
     assert_eq!(rows.first().and_then(|r| r.get(0)), Some(&Value::Int(2)));
     assert_eq!(generation(&mut db.plain(), "main"), 0);
-    pool.give(conn);
+    pool.give(conn).expect("give back");
     assert_eq!(pool.idle_count(), 1);
 }
 
@@ -549,7 +549,7 @@ fn pg_session_ended_by_the_server_is_replaced() {
         "{text}"
     );
     println!("after pg_terminate_backend: {text}");
-    pool.give(conn);
+    pool.give(conn).expect("give back");
     assert_eq!(pool.idle_count(), 0);
 
     let mut fresh = pool.take().expect("fresh connection");

@@ -85,6 +85,10 @@ pub enum wl_result {
     WL_PG_ROLLED_BACK = 107,
     /// Any other failure of the Postgres driver.
     WL_PG_DRIVER = 108,
+    /// The connection was lost while COMMIT was in flight (SQLSTATE `08007`):
+    /// the transaction may or may not have been committed. Check whether the
+    /// write is in the database before retrying it.
+    WL_PG_OUTCOME_UNKNOWN = 109,
 }
 
 impl wl_result {
@@ -95,7 +99,7 @@ impl wl_result {
 }
 
 /// Every code.
-fn all_codes() -> [wl_result; 19] {
+fn all_codes() -> [wl_result; 20] {
     [
         wl_result::WL_OK,
         wl_result::WL_BUSY,
@@ -116,6 +120,7 @@ fn all_codes() -> [wl_result; 19] {
         wl_result::WL_PG_CLOSED,
         wl_result::WL_PG_ROLLED_BACK,
         wl_result::WL_PG_DRIVER,
+        wl_result::WL_PG_OUTCOME_UNKNOWN,
     ]
 }
 
@@ -257,9 +262,15 @@ impl From<pg::Error> for wl_error {
             E::SessionEnded { .. } => wl_result::WL_PG_SESSION_ENDED,
             E::Closed { .. } => wl_result::WL_PG_CLOSED,
             E::RolledBack => wl_result::WL_PG_ROLLED_BACK,
+            E::CommitOutcomeUnknown { .. } => wl_result::WL_PG_OUTCOME_UNKNOWN,
+            E::StartupOptionsRejected { .. } => wl_result::WL_PG_CONNECT,
+            E::WriteEnded | E::Forked { .. } => wl_result::WL_STATE,
             E::ParameterCount { .. }
             | E::Parameter { .. }
             | E::UnsupportedType { .. }
+            | E::Unsendable { .. }
+            | E::ForeignConnection { .. }
+            | E::LimitOutOfRange { .. }
             | E::RequiredAboveVersion { .. }
             | E::VersionOutOfRange { .. } => wl_result::WL_INVALID_ARGUMENT,
             _ => wl_result::WL_PG_DRIVER,
@@ -494,6 +505,7 @@ fn name_c(code: wl_result) -> &'static std::ffi::CStr {
         wl_result::WL_PG_CLOSED => c"WL_PG_CLOSED",
         wl_result::WL_PG_ROLLED_BACK => c"WL_PG_ROLLED_BACK",
         wl_result::WL_PG_DRIVER => c"WL_PG_DRIVER",
+        wl_result::WL_PG_OUTCOME_UNKNOWN => c"WL_PG_OUTCOME_UNKNOWN",
     }
 }
 
@@ -524,6 +536,7 @@ mod tests {
             (wl_result::WL_PG_CLOSED, 106),
             (wl_result::WL_PG_ROLLED_BACK, 107),
             (wl_result::WL_PG_DRIVER, 108),
+            (wl_result::WL_PG_OUTCOME_UNKNOWN, 109),
         ];
         for (code, number) in expected {
             assert_eq!(code as u32, number);

@@ -117,6 +117,21 @@ fn set_seconds(
     Ok(())
 }
 
+/// Sets a time limit, refused (`WL_INVALID_ARGUMENT`, naming `name` and the
+/// accepted range) when it is 0, under 1 ms or too long.
+fn set_limit(
+    settings: *mut wl_pg_settings,
+    name: &'static str,
+    value: f64,
+    apply: impl FnOnce(&mut Settings, Duration),
+) -> Result<(), wl_error> {
+    let settings = try_mut!(settings);
+    let value = seconds(name, value)?;
+    writerlock::pg::check_limit(name, value)?;
+    apply(&mut settings.inner, value);
+    Ok(())
+}
+
 fn set_count(
     settings: *mut wl_pg_settings,
     apply: impl FnOnce(&mut Settings),
@@ -158,7 +173,7 @@ pub extern "C" fn wl_pg_settings_set_lock_wait(
     seconds: f64,
 ) -> wl_result {
     run("wl_pg_settings_set_lock_wait", || {
-        set_seconds(settings, seconds, |s, d| {
+        set_limit(settings, "lock_wait", seconds, |s, d| {
             s.lock_wait(d);
         })
     })
@@ -187,7 +202,7 @@ pub extern "C" fn wl_pg_settings_set_idle_in_transaction(
     seconds: f64,
 ) -> wl_result {
     run("wl_pg_settings_set_idle_in_transaction", || {
-        set_seconds(settings, seconds, |s, d| {
+        set_limit(settings, "idle_in_transaction", seconds, |s, d| {
             s.idle_in_transaction(d);
         })
     })
@@ -201,7 +216,7 @@ pub extern "C" fn wl_pg_settings_set_statement_timeout(
     seconds: f64,
 ) -> wl_result {
     run("wl_pg_settings_set_statement_timeout", || {
-        set_seconds(settings, seconds, |s, d| {
+        set_limit(settings, "statement_timeout", seconds, |s, d| {
             s.statement_timeout(d);
         })
     })
@@ -341,15 +356,18 @@ pub extern "C" fn wl_pg_settings_set_server_keepalives_count(
     })
 }
 
-/// Sets the server's `tcp_user_timeout` for the session, in seconds
-/// (default 60; 0 leaves the server's default).
+/// Sets the TCP user timeout of the session, in seconds (default 60, the
+/// keepalive budget): set on the client's socket, so a statement sent into a
+/// dead network fails with `WL_PG_CLOSED` (or `WL_PG_OUTCOME_UNKNOWN` for a
+/// COMMIT) after this long, and sent to the server as `tcp_user_timeout`.
+/// Between 0.001 and 2147483.647 seconds.
 #[no_mangle]
 pub extern "C" fn wl_pg_settings_set_tcp_user_timeout(
     settings: *mut wl_pg_settings,
     seconds: f64,
 ) -> wl_result {
     run("wl_pg_settings_set_tcp_user_timeout", || {
-        set_seconds(settings, seconds, |s, d| {
+        set_limit(settings, "tcp_user_timeout", seconds, |s, d| {
             s.tcp_user_timeout(d);
         })
     })
@@ -362,7 +380,7 @@ pub extern "C" fn wl_pg_settings_set_connect_timeout(
     seconds: f64,
 ) -> wl_result {
     run("wl_pg_settings_set_connect_timeout", || {
-        set_seconds(settings, seconds, |s, d| {
+        set_limit(settings, "connect_timeout", seconds, |s, d| {
             s.connect_timeout(d);
         })
     })
@@ -833,14 +851,16 @@ pub extern "C" fn wl_pg_pool_take(pool: *const wl_pg_pool, out: *mut *mut wl_pg_
 /// open transaction is rolled back; a connection that is closed, whose
 /// rollback fails, or beyond the pool's size is closed. The caller must not
 /// use `conn` afterwards. With a NULL `pool` (`WL_INVALID_ARGUMENT`) the
-/// connection stays the caller's. A NULL `conn` is ignored.
+/// connection stays the caller's. A NULL `conn` is ignored. A connection to
+/// another address or with other settings (another writer version) is
+/// refused with `WL_INVALID_ARGUMENT` and closed.
 #[no_mangle]
 pub extern "C" fn wl_pg_pool_give(pool: *const wl_pg_pool, conn: *mut wl_pg_conn) -> wl_result {
     run("wl_pg_pool_give", || {
         let pool = try_ref!(pool);
         if let Some(conn) = crate::ffi::take_box(conn) {
             let conn = conn.conn.into_inner().unwrap_or_else(|p| p.into_inner());
-            pool.pool.give(conn);
+            pool.pool.give(conn)?;
         }
         Ok(())
     })

@@ -48,10 +48,12 @@ static void test_header_constants(void) {
           "SQLite-side codes were renumbered");
     CHECK(WL_PG_CONNECT == 100 && WL_PG_SETTING == 101 && WL_PG_NOT_GRANTED == 102 &&
               WL_PG_REFUSED == 103 && WL_PG_DATABASE == 104 && WL_PG_SESSION_ENDED == 105 &&
-              WL_PG_CLOSED == 106 && WL_PG_ROLLED_BACK == 107 && WL_PG_DRIVER == 108,
+              WL_PG_CLOSED == 106 && WL_PG_ROLLED_BACK == 107 && WL_PG_DRIVER == 108 &&
+              WL_PG_OUTCOME_UNKNOWN == 109,
           "Postgres codes were renumbered");
     CHECK_STR(wl_result_name(WL_BUSY), "WL_BUSY");
     CHECK_STR(wl_result_name(WL_PG_REFUSED), "WL_PG_REFUSED");
+    CHECK_STR(wl_result_name(WL_PG_OUTCOME_UNKNOWN), "WL_PG_OUTCOME_UNKNOWN");
     CHECK_STR(wl_result_name(4242), "WL_UNKNOWN");
     CHECK(wl_version() != NULL && strlen(wl_version()) >= 5, "wl_version() is empty");
     CHECK(WL_TRANSACTION_WAIT == 25.0 && WL_CLI_TRANSACTION_WAIT == 300.0 &&
@@ -185,6 +187,17 @@ static void test_invalid_utf8_and_numbers(void) {
     EXPECT_RC(WL_OK, wl_pg_settings_new(&s));
     EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_settings_set_lock_wait(s, -3.0));
     EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_settings_set_statement_timeout(s, NAN));
+    /* A limit of 0 or under 1 ms would mean no limit to Postgres: refused, naming it. */
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_settings_set_lock_wait(s, 0.0));
+    CHECK_CONTAINS(last_message(), "lock_wait is 0 seconds");
+    CHECK_CONTAINS(last_message(), "between 0.001 and 2147483.647 seconds");
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_settings_set_idle_in_transaction(s, 0.0004));
+    CHECK_CONTAINS(last_message(), "idle_in_transaction is 0.0004 seconds");
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_settings_set_statement_timeout(s, 3e6));
+    CHECK_CONTAINS(last_message(), "statement_timeout is 3000000 seconds");
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_settings_set_tcp_user_timeout(s, 0.0));
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_settings_set_connect_timeout(s, 0.0));
+    EXPECT_RC(WL_OK, wl_pg_settings_set_tcp_user_timeout(s, 60.0));
     EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_settings_set_version(s, 70000));
     /* A required floor above the version is refused when used. */
     EXPECT_RC(WL_OK, wl_pg_settings_set_required(s, 2));

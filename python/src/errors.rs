@@ -230,7 +230,19 @@ fn pg_kind<'py>(py: Python<'py>, err: &pg::Error) -> PyResult<(&'static str, Bou
         pg::Error::SessionEnded { .. } => "session_ended",
         pg::Error::Closed { .. } => "closed",
         pg::Error::RolledBack => "rolled_back",
-        pg::Error::CommitUnknown { .. } => "commit_unknown",
+        pg::Error::CommitOutcomeUnknown { .. } => "outcome_unknown",
+        pg::Error::StartupOptionsRejected { address, .. } => {
+            attrs.set_item("address", address)?;
+            "connect"
+        }
+        pg::Error::Unsendable { rolled_back, .. } => {
+            attrs.set_item("rolled_back", rolled_back)?;
+            "unsendable"
+        }
+        pg::Error::Forked { .. } => "forked",
+        pg::Error::WriteEnded => "write_ended",
+        pg::Error::ForeignConnection { .. } => "foreign",
+        pg::Error::LimitOutOfRange { .. } => "value",
         pg::Error::ParameterCount { .. } | pg::Error::Parameter { .. } => "parameter",
         pg::Error::UnsupportedType { .. } => "unsupported_type",
         pg::Error::RequiredAboveVersion { .. } | pg::Error::VersionOutOfRange { .. } => "value",

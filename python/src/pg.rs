@@ -215,15 +215,26 @@ impl PgSession {
 
     /// Runs one statement with `?` or `$n` placeholders; returns `(description, rows,
     /// rowcount)` where `description` is `None` for a statement without result columns.
-    #[pyo3(signature = (sql, params = None))]
+    ///
+    /// With `within`, the statement runs only while the transaction numbered `within` (see
+    /// `transaction_serial`) is still open; otherwise it fails and nothing runs.
+    #[pyo3(signature = (sql, params = None, within = None))]
     fn execute<'py>(
         &self,
         py: Python<'py>,
         sql: &str,
         params: Option<&Bound<'py, PyAny>>,
+        within: Option<u64>,
     ) -> PyResult<Described<'py>> {
         let values = to_values(params)?;
-        let rows = self.with(py, |c| c.execute(sql, &values))?;
+        let rows = self.with(py, |c| {
+            if let Some(serial) = within {
+                if !c.in_transaction_serial(serial) {
+                    return Err(pg::Error::WriteEnded);
+                }
+            }
+            c.execute(sql, &values)
+        })?;
         let columns = rows.columns().to_vec();
         let affected = i64::try_from(rows.affected()).unwrap_or(i64::MAX);
         let description: Py<PyAny> = if columns.is_empty() {
@@ -255,9 +266,27 @@ impl PgSession {
         Ok((description, list, affected))
     }
 
-    /// Runs a script of statements without parameters (the simple query protocol).
-    fn execute_batch(&self, py: Python<'_>, sql: &str) -> PyResult<()> {
-        self.with(py, |c| c.execute_batch(sql))
+    /// Runs a script of statements without parameters (the simple query protocol); with
+    /// `within`, only inside that transaction (see `execute`).
+    #[pyo3(signature = (sql, within = None))]
+    fn execute_batch(&self, py: Python<'_>, sql: &str, within: Option<u64>) -> PyResult<()> {
+        self.with(py, |c| {
+            if let Some(serial) = within {
+                if !c.in_transaction_serial(serial) {
+                    return Err(pg::Error::WriteEnded);
+                }
+            }
+            c.execute_batch(sql)
+        })
+    }
+
+    /// The number of the transaction opened last on this session.
+    #[getter]
+    fn transaction_serial(&self, py: Python<'_>) -> u64 {
+        py.detach(|| match &*self.slot() {
+            Slot::Open(conn) => conn.transaction_serial(),
+            Slot::Gone(_) => 0,
+        })
     }
 
     /// Opens a transaction.
@@ -339,28 +368,30 @@ impl PgSession {
     /// Closes the session; an open transaction rolls back on the server. Closing twice does
     /// nothing.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
-        match self.take("close() was called") {
+        match py.detach(|| self.take("close() was called")) {
             Some(conn) => py.detach(|| conn.close()).map_err(|e| pg_error(py, e)),
             None => Ok(()),
         }
     }
 
     /// Whether a transaction is open.
+    /// (The interpreter is released while another thread's call holds the session.)
     #[getter]
-    fn in_transaction(&self) -> bool {
-        match &*self.slot() {
+    fn in_transaction(&self, py: Python<'_>) -> bool {
+        py.detach(|| match &*self.slot() {
             Slot::Open(conn) => conn.in_transaction(),
             Slot::Gone(_) => false,
-        }
+        })
     }
 
-    /// Whether the session is closed, given back to its pool, or was lost.
+    /// Whether the session is closed, given back to its pool, or was lost. (The interpreter
+    /// is released while another thread's call holds the session.)
     #[getter]
-    fn closed(&self) -> bool {
-        match &*self.slot() {
+    fn closed(&self, py: Python<'_>) -> bool {
+        py.detach(|| match &*self.slot() {
             Slot::Open(conn) => conn.is_closed(),
             Slot::Gone(_) => true,
-        }
+        })
     }
 
     /// The server process id of the session.
@@ -401,12 +432,15 @@ impl PyPool {
     }
 
     /// Takes a session back (rolling back its transaction); the Python object is closed
-    /// afterwards. A session already closed is dropped.
-    fn give(&self, py: Python<'_>, session: &PgSession) {
-        if let Some(conn) = session.take("it was given back to its pool") {
-            let pool = &self.inner;
-            py.detach(|| pool.give(conn));
-        }
+    /// afterwards. A session already closed is dropped. A session to another address or
+    /// with other settings is refused (and closed).
+    fn give(&self, py: Python<'_>, session: &PgSession) -> PyResult<()> {
+        let pool = &self.inner;
+        py.detach(|| match session.take("it was given back to its pool") {
+            Some(conn) => pool.give(conn),
+            None => Ok(()),
+        })
+        .map_err(|e| pg_error(py, e))
     }
 
     /// How many idle sessions the pool keeps now.

@@ -156,11 +156,10 @@ def test_transactions_and_context_manager(pg_db) -> None:  # type: ignore[no-unt
     c.execute("INSERT INTO t VALUES (2)")
     c.commit()
     with c:
-        c.begin()
+        assert c.in_transaction
         c.execute("INSERT INTO t VALUES (3)")
     with pytest.raises(ZeroDivisionError):
         with c:
-            c.begin()
             c.execute("INSERT INTO t VALUES (4)")
             1 / 0
     assert not c.closed

@@ -208,6 +208,14 @@ class ConnectionClosed(OperationalError):
     """The connection is closed or was lost (SQLSTATE ``08003``)."""
 
 
+class CommitOutcomeUnknown(ConnectionClosed):
+    """The connection was lost while ``COMMIT`` was in flight (SQLSTATE ``08007``): the
+    transaction may or may not have been committed. Check whether the write is in the
+    database before retrying it; a retry of a write that did commit makes it twice. A
+    :class:`ConnectionClosed`, so handlers of lost connections catch it too: catch this one
+    first."""
+
+
 class ConnectError(OperationalError):
     """No connection could be opened (the server's SQLSTATE, or ``08001`` when it could not
     be reached)."""
@@ -256,7 +264,11 @@ _BY_KIND: Dict[str, Type[BaseException]] = {
     "setting": SettingNotInEffect,
     "already_in_transaction": OperationalError,
     "rolled_back": OperationalError,
-    "commit_unknown": OperationalError,
+    "outcome_unknown": CommitOutcomeUnknown,
+    "unsendable": ProgrammingError,
+    "forked": ProgrammingError,
+    "write_ended": ProgrammingError,
+    "foreign": ProgrammingError,
     "parameter": ProgrammingError,
     "unsupported_type": NotSupportedError,
     "invalid_url": InterfaceError,
@@ -301,6 +313,7 @@ for _cls in (
     Refused,
     SessionEnded,
     ConnectionClosed,
+    CommitOutcomeUnknown,
     ConnectError,
     SettingNotInEffect,
     InterfaceError,

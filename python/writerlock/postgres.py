@@ -62,6 +62,7 @@ from typing import (
 from . import _drivers, _native
 from ._drivers import DriverWrite
 from ._errors import (
+    CommitOutcomeUnknown,
     ConnectError,
     ConnectionClosed,
     DatabaseError,
@@ -141,6 +142,7 @@ __all__ = [
     "Refused",
     "SessionEnded",
     "ConnectionClosed",
+    "CommitOutcomeUnknown",
     "ConnectError",
     "SettingNotInEffect",
 ]
@@ -392,13 +394,13 @@ class Cursor:
         self._rows: List[Tuple[Any, ...]] = []
         self._pos = 0
 
-    def execute(self, sql: str, params: Params = ()) -> "Cursor":
+    def execute(self, sql: str, params: Params = (), *, _within: Optional[int] = None) -> "Cursor":
         """Runs one statement with ``?`` or ``$n`` placeholders."""
         if not isinstance(sql, str):
             raise TypeError(f"sql must be a str, not {type(sql).__name__}")
         _check_placeholders(sql, params)
         try:
-            description, rows, rowcount = self.connection._session.execute(sql, params)
+            description, rows, rowcount = self.connection._session.execute(sql, params, _within)
         except ProgrammingError as err:
             marker = _native.pg_pyformat_marker(sql) if err.sqlstate == "42601" else None
             if marker is not None:
@@ -411,11 +413,13 @@ class Cursor:
         self.rowcount = rowcount
         return self
 
-    def executemany(self, sql: str, seq_of_params: Iterable[Params]) -> "Cursor":
+    def executemany(
+        self, sql: str, seq_of_params: Iterable[Params], *, _within: Optional[int] = None
+    ) -> "Cursor":
         """Runs one statement once per parameter sequence; ``rowcount`` is the sum."""
         total = 0
         for params in seq_of_params:
-            self.execute(sql, params)
+            self.execute(sql, params, _within=_within)
             total += max(self.rowcount, 0)
         self.rowcount = total
         return self
@@ -498,11 +502,14 @@ class Write:
         self.alerts: List[str] = []
         self._existing = existing_alerts
         self._open = False
+        self._serial: Optional[int] = None
 
     def __enter__(self) -> "Write":
         if self._open:
             raise ProgrammingError("this write is already open; use a new conn.write()")
-        waits, floor, refused = self.connection._session.begin_write()
+        session = self.connection._session
+        waits, floor, refused = session.begin_write()
+        self._serial = session.transaction_serial
         self._open = True
         try:
             self.waits = waits
@@ -539,13 +546,25 @@ class Write:
                     add_note(f"writerlock: the rollback failed too: {rollback_error}")
         return False
 
+    def _within(self) -> int:
+        if not self._open or self._serial is None:
+            raise ProgrammingError(
+                "this write has already ended (its with block is over), so the statement was "
+                "not run: a write's statements run only inside its own transaction, under "
+                "the writer lock; start a new one with conn.write()",
+                "25000",
+            )
+        return self._serial
+
     def execute(self, sql: str, params: Params = ()) -> Cursor:
-        """Runs one statement inside the write."""
-        return self.connection.execute(sql, params)
+        """Runs one statement inside the write. Once the write's transaction ended (its
+        block is over, or ``conn.commit()`` ran inside it) this raises
+        :class:`ProgrammingError` and runs nothing: a write never runs outside its lock."""
+        return Cursor(self.connection).execute(sql, params, _within=self._within())
 
     def executemany(self, sql: str, seq_of_params: Iterable[Params]) -> Cursor:
         """Runs one statement per parameter sequence inside the write."""
-        return self.connection.executemany(sql, seq_of_params)
+        return Cursor(self.connection).executemany(sql, seq_of_params, _within=self._within())
 
 
 class Connection:
@@ -559,7 +578,13 @@ class Connection:
 
     Outside a transaction each statement commits on its own; :meth:`begin` or ``BEGIN``
     opens one, :meth:`write` opens a write transaction. As a context manager it behaves like
-    ``sqlite3``: commit when the block ends, roll back when it raises, and stay open.
+    ``sqlite3``: the block is one transaction (opened on entry unless one is open), committed
+    when the block ends and rolled back when it raises; the connection stays open. A
+    ``conn.write()`` inside it must come first, since the writer lock is a transaction's
+    first statement.
+
+    A connection belongs to the process that opened it: in a child after ``fork()`` its
+    first use raises :class:`ProgrammingError`, and the parent's session is left alone.
     """
 
     row_factory: Optional[Callable[[Any, Tuple[Any, ...]], Any]] = None
@@ -652,7 +677,8 @@ class Connection:
         return self._session.check_settings()
 
     def close(self) -> None:
-        """Closes the session; an open transaction rolls back on the server."""
+        """Closes the session; an open transaction rolls back on the server. Closing twice,
+        or closing a connection the server or the network already ended, does nothing."""
         self._session.close()
 
     @property
@@ -676,14 +702,20 @@ class Connection:
         return self._session.address
 
     def __enter__(self) -> "Connection":
+        if not self._session.in_transaction:
+            self._session.begin()
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Literal[False]:
         if exc_type is None:
             self.commit()
         elif not self.closed:
-            with contextlib.suppress(Exception):
+            try:
                 self.rollback()
+            except Exception as rollback_error:
+                add_note = getattr(exc, "add_note", None)
+                if add_note is not None:
+                    add_note(f"writerlock: the rollback failed too: {rollback_error}")
         return False
 
     def __repr__(self) -> str:
@@ -719,7 +751,9 @@ class Pool:
         return Connection._from_session(self._pool.take())
 
     def give(self, conn: Connection) -> None:
-        """Takes ``conn`` back."""
+        """Takes ``conn`` back. A connection to another address or with other settings (such
+        as another writer version) raises :class:`ProgrammingError` and is closed: the pool
+        hands out only its own."""
         if not isinstance(conn, Connection):
             raise TypeError(f"give() takes a writerlock.postgres.Connection, not {type(conn).__name__}")
         self._pool.give(conn._session)

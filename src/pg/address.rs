@@ -73,10 +73,12 @@ impl Address {
         secrets.retain(|s| !s.is_empty());
         secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
         secrets.dedup();
+        // Built from the parsed parts, which leave the password out: nothing to replace, so a
+        // password equal to the user or database name cannot mangle it.
         let display = display_of(&config);
         Ok(Address {
             config,
-            display: redact(&display, &secrets),
+            display,
             secrets,
             notes,
         })
@@ -410,6 +412,14 @@ mod tests {
         let a = Address::parse_in("postgresql://alice@db.example:6543/ledger", &e).unwrap();
         assert_eq!(a.config().get_password(), None);
         assert!(a.notes()[0].contains("chmod 0600"), "{:?}", a.notes());
+    }
+
+    #[test]
+    fn a_password_equal_to_a_name_leaves_the_address_intact() {
+        let a = Address::parse("postgresql://ledger:ledger@db:5432/ledger").unwrap();
+        assert_eq!(a.to_string(), "postgresql://ledger@db:5432/ledger");
+        let a = Address::parse("host=db user=x password=x dbname=x").unwrap();
+        assert_eq!(a.to_string(), "postgresql://x@db:5432/x");
     }
 
     #[test]

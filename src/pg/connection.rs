@@ -15,6 +15,12 @@
 //! that hands each transaction to another server connection runs each statement with its
 //! own parameters.
 
+use std::mem::ManuallyDrop;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use postgres::config::Host;
+use postgres::error::SqlState;
 use postgres::fallible_iterator::FallibleIterator;
 use postgres::types::{FromSql, Type};
 use postgres::{NoTls, SimpleQueryMessage};
@@ -44,17 +50,53 @@ pub(crate) enum Tx {
 /// [`Value::Null`]).
 pub(crate) type TextResults = Vec<Vec<Vec<Value>>>;
 
+/// The most parameters one statement can carry: the protocol counts them in 16 bits.
+pub const MAX_PARAMETERS: usize = 65_535;
+
 /// A session with the ledger database that carries the [`Settings`].
+///
+/// A connection belongs to the process that opened it: after `fork()` the child gets
+/// [`Error::Forked`] at its first use and never writes to the parent's session, not even
+/// when it drops the connection.
 pub struct Connection {
-    client: postgres::Client,
+    /// Dropped by hand in [`Drop`]: only in the process that opened it.
+    client: ManuallyDrop<postgres::Client>,
     settings: Settings,
     address: Address,
     pub(crate) tx: Tx,
     /// The refusal count at which this session last found no refused writer's lock (see
     /// `floor_check_sql_since`).
     pub(crate) refusals_clean: Option<i64>,
-    lost: bool,
+    lost: Option<String>,
+    /// Whether the session was lost with a transaction open (never committed).
+    lost_in_tx: bool,
     pid: i32,
+    owner: u32,
+    /// Counts the transactions opened on this session, so a [`Write`](super::Write) knows
+    /// whether the open one is still its own.
+    pub(crate) serial: u64,
+    /// Whether the server sees this session come from another address or port than the
+    /// one dialled: a pooler or proxy sits in between.
+    via_proxy: bool,
+    released: bool,
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        if self.released {
+            return;
+        }
+        self.released = true;
+        if self.owner != crate::lockfiles::current_pid() {
+            // A child after fork(): closing would send the parent's session a Terminate.
+            // The child's copy of the socket closes with the process; the parent keeps it.
+            return;
+        }
+        // SAFETY: `released` guards this; the client is taken out exactly once, here or in
+        // `close`, and never touched afterwards.
+        let client = unsafe { ManuallyDrop::take(&mut self.client) };
+        drop(client);
+    }
 }
 
 impl std::fmt::Debug for Connection {
@@ -64,6 +106,7 @@ impl std::fmt::Debug for Connection {
             .field("pid", &self.pid)
             .field("tx", &self.tx)
             .field("lost", &self.lost)
+            .field("via_proxy", &self.via_proxy)
             .finish()
     }
 }
@@ -141,8 +184,43 @@ impl Connection {
     }
 
     /// Opens a session at a parsed `address`.
+    ///
+    /// The whole set-up (TCP, TLS, authentication, and the settings check when `verify`)
+    /// runs within the settings' connect timeout; past it this fails with
+    /// [`Error::Connect`] saying so, and a set-up still stuck on a frozen server is left to
+    /// finish or fail on its own.
     pub fn open(address: &Address, settings: &Settings, verify: bool) -> Result<Connection, Error> {
         settings.validate()?;
+        let limit = settings.get_connect_timeout();
+        let (sender, receiver) = mpsc::sync_channel(1);
+        let (a, s) = (address.clone(), settings.clone());
+        let spawned = std::thread::Builder::new()
+            .name("writerlock-connect".to_string())
+            .spawn(move || {
+                let _ = sender.send(Connection::open_now(&a, &s, verify));
+            });
+        if spawned.is_err() {
+            return Connection::open_now(address, settings, verify);
+        }
+        match receiver.recv_timeout(limit) {
+            Ok(result) => result,
+            Err(mpsc::RecvTimeoutError::Timeout) => Err(Error::Connect {
+                address: address.to_string(),
+                reason: format!(
+                    "the connection set-up (TCP, TLS, authentication and the settings check) \
+                     did not finish within the connect timeout of {} s; the server or a pooler \
+                     in front of it accepted the connection but did not answer",
+                    crate::pg::settings::seconds_text(limit)
+                ),
+                code: None,
+            }),
+            Err(mpsc::RecvTimeoutError::Disconnected) => Err(Error::Driver {
+                reason: "the connection set-up ended without a result".to_string(),
+            }),
+        }
+    }
+
+    fn open_now(address: &Address, settings: &Settings, verify: bool) -> Result<Connection, Error> {
         let mut config = address.config().clone();
         let ours = settings.startup_options();
         let options = match config.get_options() {
@@ -158,28 +236,46 @@ impl Connection {
             .keepalives_idle(settings.get_keepalives_idle())
             .keepalives_interval(settings.get_keepalives_interval())
             .keepalives_retries(settings.get_keepalives_count())
+            .tcp_user_timeout(settings.get_tcp_user_timeout())
             .connect_timeout(settings.get_connect_timeout());
-        let client = config.connect(NoTls).map_err(|err| Error::Connect {
-            address: address.to_string(),
-            reason: address.redact(&with_notes(describe(&err), address.notes())),
-            code: err.code().cloned(),
+        let client = config.connect(NoTls).map_err(|err| {
+            let reason = address.redact(&with_notes(describe(&err), address.notes()));
+            if reason.contains("unsupported startup parameter") {
+                Error::StartupOptionsRejected {
+                    address: address.to_string(),
+                    reason,
+                }
+            } else {
+                Error::Connect {
+                    address: address.to_string(),
+                    reason,
+                    code: err.code().cloned(),
+                }
+            }
         })?;
         let mut conn = Connection {
-            client,
+            client: ManuallyDrop::new(client),
             settings: settings.clone(),
             address: address.clone(),
             tx: Tx::Idle,
             refusals_clean: None,
-            lost: false,
+            lost: None,
+            lost_in_tx: false,
             pid: 0,
+            owner: crate::lockfiles::current_pid(),
+            serial: 0,
+            via_proxy: false,
+            released: false,
         };
-        let pid = conn.execute("SELECT pg_backend_pid()", &[])?;
-        conn.pid = pid
-            .first()
+        let first = conn.execute("SELECT pg_backend_pid(), inet_server_port()", &[])?;
+        let row = first.first();
+        conn.pid = row
             .and_then(|r| r.get(0))
             .and_then(Value::as_i64)
             .and_then(|p| i32::try_from(p).ok())
             .unwrap_or(0);
+        let server_port = row.and_then(|r| r.get(1)).and_then(Value::as_i64);
+        conn.via_proxy = proxied(address, server_port);
         if verify {
             conn.verify_settings()?;
         }
@@ -203,7 +299,35 @@ impl Connection {
 
     /// Whether the session is closed or was lost; it cannot run statements any more.
     pub fn is_closed(&self) -> bool {
-        self.lost || self.client.is_closed()
+        self.lost.is_some() || self.client.is_closed()
+    }
+
+    /// Whether this process opened the connection (false in a child after `fork()`).
+    pub fn is_own(&self) -> bool {
+        self.owner == crate::lockfiles::current_pid()
+    }
+
+    /// Whether the server sees this session come from another port or kind of socket than
+    /// the one dialled, which means a pooler or proxy sits in between. Such a session takes
+    /// no session-scoped lock: behind a transaction pooler it would stay on a server
+    /// connection that other clients share.
+    pub fn via_proxy(&self) -> bool {
+        self.via_proxy
+    }
+
+    /// Checks with one empty round trip, bounded by `limit`, that the server still answers.
+    /// A session that does not is marked lost.
+    pub fn check_alive(&mut self, limit: Duration) -> Result<(), Error> {
+        self.usable()?;
+        match self.client.is_valid(limit) {
+            Ok(()) => Ok(()),
+            Err(err) => {
+                let reason = describe(&err);
+                self.lost = Some(reason.clone());
+                self.tx = Tx::Idle;
+                Err(Error::Closed { reason })
+            }
+        }
     }
 
     /// Whether a transaction is open on this session.
@@ -218,14 +342,57 @@ impl Connection {
     pub fn execute(&mut self, sql: &str, params: &[Value]) -> Result<Rows, Error> {
         let sql = translate(sql);
         let kind = classify(&sql);
+        let committing = kind == Kind::End && is_commit(&sql) && self.in_transaction();
+        self.sendable(&sql, params)?;
         let result = self.query(&sql, params);
         self.track(kind, result.as_ref().err());
-        result
+        match result {
+            Err(Error::Unsendable { problem, .. }) => Err(self.unsendable(problem)),
+            Err(err) if committing => Err(commit_failure(err)),
+            other => other,
+        }
+    }
+
+    /// Refuses, before anything is sent, a statement the protocol cannot carry (a NUL byte
+    /// in the SQL text, more than [`MAX_PARAMETERS`] parameters). An open transaction is
+    /// rolled back, so the writer lock is free at once and nothing in it is written.
+    fn sendable(&mut self, sql: &str, params: &[Value]) -> Result<(), Error> {
+        let problem = if let Some(at) = sql.find('\0') {
+            format!(
+                "the SQL text contains a NUL byte (at byte {at}), which Postgres cannot \
+                 receive; remove it, or pass binary data as a bytea parameter"
+            )
+        } else if params.len() > MAX_PARAMETERS {
+            format!(
+                "it has {} parameters, more than the {MAX_PARAMETERS} one statement can carry; \
+                 split it, or pass the values as one array parameter",
+                params.len()
+            )
+        } else {
+            return Ok(());
+        };
+        Err(self.unsendable(problem))
+    }
+
+    /// The error for a statement that was never sent, after rolling back an open
+    /// transaction.
+    fn unsendable(&mut self, problem: String) -> Error {
+        let rolled_back = self.in_transaction();
+        if rolled_back {
+            if let Err(err) = self.rollback() {
+                return err;
+            }
+        }
+        Error::Unsendable {
+            problem,
+            rolled_back,
+        }
     }
 
     /// Runs a script of statements separated by `;`, without parameters (the simple query
     /// protocol), such as DDL.
     pub fn execute_batch(&mut self, sql: &str) -> Result<(), Error> {
+        self.sendable(sql, &[])?;
         let result = self.simple(sql);
         self.track(Kind::Other, result.as_ref().err());
         result
@@ -245,7 +412,14 @@ impl Connection {
     /// Commits the open transaction; does nothing when none is open. If a statement in it
     /// failed, the server can only roll back: the transaction is rolled back and this returns
     /// [`Error::RolledBack`].
+    ///
+    /// When the connection is lost while `COMMIT` is in flight, nobody can tell whether the
+    /// server committed: that is [`Error::CommitOutcomeUnknown`], never a rollback. A
+    /// connection lost before `COMMIT` was sent is [`Error::Closed`]: nothing was committed.
     pub fn commit(&mut self) -> Result<(), Error> {
+        if self.lost_in_tx {
+            return Err(self.lost_error());
+        }
         match self.tx {
             Tx::Idle => Ok(()),
             Tx::Open { failed: true, .. } => {
@@ -255,7 +429,7 @@ impl Connection {
             Tx::Open { .. } => {
                 let result = self.simple("COMMIT");
                 self.track(Kind::End, result.as_ref().err());
-                result
+                result.map_err(commit_failure)
             }
         }
     }
@@ -301,28 +475,58 @@ impl Connection {
         verify_checks(checks)
     }
 
-    /// Closes the session (an open transaction rolls back on the server).
-    pub fn close(self) -> Result<(), Error> {
-        self.client.close().map_err(Error::from_driver)
+    /// Closes the session (an open transaction rolls back on the server). Closing a session
+    /// that is already lost or ended succeeds silently; in a child after `fork()` it only
+    /// lets go of the child's copy and leaves the parent's session alone.
+    pub fn close(mut self) -> Result<(), Error> {
+        if self.released {
+            return Ok(());
+        }
+        self.released = true;
+        if !self.is_own() {
+            return Ok(());
+        }
+        let dead = self.is_closed();
+        // SAFETY: `released` was false and is now true; the client is taken out exactly once
+        // and `Drop` will not touch it.
+        let client = unsafe { ManuallyDrop::take(&mut self.client) };
+        match client.close().map_err(Error::from_driver) {
+            Err(err) if !dead && !err.is_connection_lost() => Err(err),
+            _ => Ok(()),
+        }
     }
 
     fn lost_error(&self) -> Error {
         Error::Closed {
-            reason: "an earlier error ended the session".to_string(),
+            reason: match &self.lost {
+                Some(reason) => format!("lost earlier: {reason}"),
+                None => "an earlier error ended the session".to_string(),
+            },
         }
     }
 
-    fn simple(&mut self, sql: &str) -> Result<(), Error> {
-        if self.lost {
+    /// Fails when the session cannot be used: opened by another process (a parent before
+    /// `fork()`), or lost earlier.
+    fn usable(&self) -> Result<(), Error> {
+        if !self.is_own() {
+            return Err(Error::Forked {
+                owner: self.owner,
+                pid: crate::lockfiles::current_pid(),
+            });
+        }
+        if self.lost.is_some() {
             return Err(self.lost_error());
         }
+        Ok(())
+    }
+
+    fn simple(&mut self, sql: &str) -> Result<(), Error> {
+        self.usable()?;
         self.client.batch_execute(sql).map_err(Error::from_driver)
     }
 
     fn query(&mut self, sql: &str, params: &[Value]) -> Result<Rows, Error> {
-        if self.lost {
-            return Err(self.lost_error());
-        }
+        self.usable()?;
         // Counted here, before anything is sent, so a wrong count leaves the transaction as
         // it was.
         let expected = parameter_count(sql);
@@ -392,13 +596,16 @@ impl Connection {
         opens: bool,
         statements: u32,
     ) -> Result<TextResults, Error> {
-        if self.lost {
-            return Err(self.lost_error());
+        self.usable()?;
+        self.sendable(sql, &[])?;
+        if opens && !self.in_transaction() {
+            self.serial = self.serial.wrapping_add(1);
         }
         let result = self.client.simple_query(sql).map_err(Error::from_driver);
         if let Err(e) = result {
             if e.is_connection_lost() || self.client.is_closed() {
-                self.lost = true;
+                self.lost = Some(e.to_string());
+                self.lost_in_tx = opens || self.in_transaction();
                 self.tx = Tx::Idle;
                 return Err(e);
             }
@@ -445,8 +652,18 @@ impl Connection {
 
     fn track(&mut self, kind: Kind, err: Option<&Error>) {
         if let Some(e) = err {
+            if matches!(e, Error::Forked { .. }) {
+                return;
+            }
             if e.is_connection_lost() || self.client.is_closed() {
-                self.lost = true;
+                self.lost = Some(match e {
+                    Error::Closed { reason } | Error::CommitOutcomeUnknown { reason } => {
+                        reason.clone()
+                    }
+                    Error::SessionEnded { message, .. } => message.clone(),
+                    other => other.to_string(),
+                });
+                self.lost_in_tx = self.in_transaction() && kind != Kind::End;
                 self.tx = Tx::Idle;
                 return;
             }
@@ -458,8 +675,12 @@ impl Connection {
                 Error::ParameterCount { .. }
                     | Error::Parameter { .. }
                     | Error::UnsupportedType { .. }
+                    | Error::Unsendable { .. }
             )
         });
+        if kind == Kind::Begin && self.tx == Tx::Idle && !failed_now {
+            self.serial = self.serial.wrapping_add(1);
+        }
         self.tx = match (kind, self.tx) {
             (Kind::Begin, Tx::Idle) if !failed_now => Tx::Open {
                 statements: 0,
@@ -554,6 +775,54 @@ pub fn application_name_of(args: &[String]) -> String {
         .collect()
 }
 
+/// Whether a transaction-ending statement commits (`COMMIT`, `END`) rather than rolls back.
+fn is_commit(sql: &str) -> bool {
+    let word: String = sql
+        .trim_start_matches(|c: char| c.is_whitespace() || c == '(' || c == ';')
+        .chars()
+        .take_while(char::is_ascii_alphabetic)
+        .collect();
+    matches!(word.to_ascii_uppercase().as_str(), "COMMIT" | "END")
+}
+
+/// What a failed `COMMIT` means. A lost connection, or a session ended while `COMMIT` was
+/// in flight, leaves the outcome unknown; only an ended session that was idle before the
+/// `COMMIT` arrived (the idle limit) or a server error answering it is a known rollback.
+fn commit_failure(err: Error) -> Error {
+    match err {
+        Error::Closed { reason } | Error::Driver { reason } => {
+            Error::CommitOutcomeUnknown { reason }
+        }
+        Error::SessionEnded { code, message }
+            if code != SqlState::IDLE_IN_TRANSACTION_SESSION_TIMEOUT =>
+        {
+            Error::CommitOutcomeUnknown {
+                reason: format!("the server ended the session: {message}"),
+            }
+        }
+        other => other,
+    }
+}
+
+/// Whether the server sees the session come from another port, or another kind of socket,
+/// than the one dialled: then a pooler or proxy sits in between.
+fn proxied(address: &Address, server_port: Option<i64>) -> bool {
+    let config = address.config();
+    let hosts = config.get_hosts();
+    if hosts.len() != 1 {
+        return false;
+    }
+    match (&hosts[0], server_port) {
+        (Host::Tcp(_), None) => true,
+        (Host::Tcp(_), Some(port)) => {
+            let dialled = config.get_ports().first().copied().unwrap_or(5432);
+            i64::from(dialled) != port
+        }
+        (Host::Unix(_), Some(_)) => true,
+        (Host::Unix(_), None) => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
 
@@ -575,6 +844,32 @@ mod tests {
         assert_eq!(v(&["x".repeat(100).as_str()]).len(), 63);
     }
     use super::*;
+
+    #[test]
+    fn commit_statements() {
+        assert!(is_commit("commit"));
+        assert!(is_commit("  END;"));
+        assert!(!is_commit("ROLLBACK"));
+        assert!(!is_commit("commitx"));
+    }
+
+    #[test]
+    fn a_lost_commit_is_unknown_and_an_idle_ending_is_a_rollback() {
+        let unknown = commit_failure(Error::Closed {
+            reason: "connection reset".into(),
+        });
+        assert!(matches!(unknown, Error::CommitOutcomeUnknown { .. }));
+        let shutdown = commit_failure(Error::SessionEnded {
+            code: SqlState::ADMIN_SHUTDOWN,
+            message: "terminating connection due to administrator command".into(),
+        });
+        assert!(matches!(shutdown, Error::CommitOutcomeUnknown { .. }));
+        let idle = commit_failure(Error::SessionEnded {
+            code: SqlState::IDLE_IN_TRANSACTION_SESSION_TIMEOUT,
+            message: "terminating connection due to idle-in-transaction timeout".into(),
+        });
+        assert!(matches!(idle, Error::SessionEnded { .. }));
+    }
 
     #[test]
     fn classifies_transaction_control() {

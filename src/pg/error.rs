@@ -144,14 +144,77 @@ pub enum Error {
         reason: String,
     },
 
-    /// The connection was lost while `COMMIT` ran: the server may or may not have committed.
+    /// The connection was lost while `COMMIT` was in flight: the server may or may not have
+    /// committed (SQLSTATE `08007`, transaction resolution unknown).
     #[error(
-        "the connection was lost while the transaction committed ({reason}): whether it \
-         committed is unknown; check the data before writing it again, and take a new \
-         connection"
+        "the outcome of the commit is unknown: the connection to the ledger database was \
+         lost while COMMIT was in flight ({reason}); the transaction may have been committed \
+         or rolled back, so check whether the write is in the database before retrying it"
     )]
-    CommitUnknown {
-        /// What the driver said.
+    CommitOutcomeUnknown {
+        /// What ended the connection.
+        reason: String,
+    },
+
+    /// A statement the protocol cannot carry was refused before anything was sent.
+    #[error(
+        "the statement was not sent: {problem}; {}",
+        if *.rolled_back {
+            "the open transaction was rolled back, so nothing in it was written and the \
+             writer lock is free"
+        } else {
+            "nothing was run"
+        }
+    )]
+    Unsendable {
+        /// What is wrong with it.
+        problem: String,
+        /// Whether an open transaction was rolled back because of it.
+        rolled_back: bool,
+    },
+
+    /// The connection was opened by another process, the parent of this one after `fork()`.
+    #[error(
+        "this connection to the ledger database was opened by process {owner} and cannot be \
+         used in process {pid}, a child made by fork(): it shares the parent's session, which \
+         stays the parent's; open a new connection in the child"
+    )]
+    Forked {
+        /// The process that opened it.
+        owner: u32,
+        /// This process.
+        pid: u32,
+    },
+
+    /// Something between client and server (a pooler) refused the startup options.
+    #[error(
+        "could not connect to the ledger database at {address}: something at that address \
+         refused the session's startup options ({reason}); a connection pooler sits in \
+         between and does not pass them: connect to the server directly, or set the pooler \
+         up as the README's section on poolers describes"
+    )]
+    StartupOptionsRejected {
+        /// The address, without its password.
+        address: String,
+        /// What the pooler said.
+        reason: String,
+    },
+
+    /// A statement was run through a write whose transaction has already ended.
+    #[error(
+        "this write has already ended (it was committed or rolled back), so the statement was \
+         not run: a write's statements run only inside its own transaction, under the writer \
+         lock; start a new write"
+    )]
+    WriteEnded,
+
+    /// A connection was given back to a pool it does not belong to.
+    #[error(
+        "this connection cannot go back to this pool: {reason}; a pool hands out only \
+         connections to its own address with its own settings, so close this one instead"
+    )]
+    ForeignConnection {
+        /// How it differs (address or settings).
         reason: String,
     },
 
@@ -214,6 +277,30 @@ pub enum Error {
         max: u16,
     },
 
+    /// A time limit is 0, under 1 ms, or longer than Postgres accepts.
+    #[error(
+        "{setting} is {} seconds, outside the accepted range: it must be between {} and {} \
+         seconds ({}); give a value in that range",
+        limit_text(*.value),
+        limit_text(*.min),
+        limit_text(*.max),
+        if *.value < *.min {
+            "Postgres reads a limit under 1 ms as no limit at all"
+        } else {
+            "the longest limit Postgres accepts is 2147483647 ms"
+        }
+    )]
+    LimitOutOfRange {
+        /// The setting as the host's argument names it, such as `lock_wait`.
+        setting: &'static str,
+        /// The value given.
+        value: Duration,
+        /// The shortest accepted.
+        min: Duration,
+        /// The longest accepted.
+        max: Duration,
+    },
+
     /// Any other failure of the driver.
     #[error("the Postgres driver failed: {reason}")]
     Driver {
@@ -236,7 +323,9 @@ impl Error {
             Error::AlreadyInTransaction => Some(&SqlState::ACTIVE_SQL_TRANSACTION),
             Error::Closed { .. } => Some(&SqlState::CONNECTION_DOES_NOT_EXIST),
             Error::RolledBack => Some(&SqlState::TRANSACTION_ROLLBACK),
-            Error::CommitUnknown { .. } => Some(&SqlState::TRANSACTION_RESOLUTION_UNKNOWN),
+            Error::CommitOutcomeUnknown { .. } => Some(&SqlState::TRANSACTION_RESOLUTION_UNKNOWN),
+            Error::WriteEnded => Some(&SqlState::INVALID_TRANSACTION_STATE),
+            Error::StartupOptionsRejected { .. } => Some(&SqlState::PROTOCOL_VIOLATION),
             _ => None,
         }
     }
@@ -246,7 +335,7 @@ impl Error {
     pub fn is_connection_lost(&self) -> bool {
         matches!(
             self,
-            Error::Closed { .. } | Error::SessionEnded { .. } | Error::CommitUnknown { .. }
+            Error::Closed { .. } | Error::SessionEnded { .. } | Error::CommitOutcomeUnknown { .. }
         )
     }
 
@@ -275,6 +364,16 @@ impl Error {
                 hint: db.hint().map(str::to_string),
             };
         }
+        if err
+            .to_string()
+            .starts_with("error encoding message to server")
+        {
+            // Nothing was sent; the session is as it was.
+            return Error::Unsendable {
+                problem: describe(&err),
+                rolled_back: false,
+            };
+        }
         if err.is_closed() {
             return Error::Closed {
                 reason: describe(&err),
@@ -300,6 +399,17 @@ fn source_is_io(err: &postgres::Error) -> bool {
         source = s.source();
     }
     false
+}
+
+/// A duration in seconds for a limit message: `0`, `0.0005`, `1.5`, `2147483.647`.
+fn limit_text(value: Duration) -> String {
+    let text = format!("{:.6}", value.as_secs_f64());
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    if text.is_empty() {
+        "0".to_string()
+    } else {
+        text.to_string()
+    }
 }
 
 /// A driver error with its causes: `error connecting to server: Connection refused (os

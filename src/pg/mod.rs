@@ -55,21 +55,22 @@ pub use alerts::{
     alert_text, new_alerts, refused_writers, Alert, RefusedWriter, KEPT_CLOSED_ALERTS,
     UNSEEN_CLIENT,
 };
-pub use connection::Connection;
+pub use connection::{Connection, MAX_PARAMETERS};
 pub use error::{refusal_message, Error, REFUSED_SQLSTATE};
 pub use floor::{
     ensure_schema, refusal_lock_key, setup_schema, stored_floor, FLOOR_NAME, REFUSED_LOCK_CLASS,
     REFUSED_LOCK_SUBID,
 };
 pub use placeholder::translate;
-pub use pool::{Pool, DEFAULT_POOL_SIZE};
+pub use pool::{Pool, CHECK_IDLE_AFTER, DEFAULT_POOL_SIZE};
 pub use postgres::error::SqlState;
 pub use protocol::{
     Protocol, Reply, ServerError, Statement, StatementKind, Step, TxState, WriteStart,
 };
 pub use settings::{
-    verify_checks, SettingCheck, SettingStatus, Settings, IDLE_IN_TRANSACTION, LOCK_TRIES,
-    LOCK_WAIT, REQUIRED, SESSION, STATEMENT_TIMEOUT, VERSION, VERSION_SETTING, WRITER_LOCK,
+    check_limit, verify_checks, SettingCheck, SettingStatus, Settings, IDLE_IN_TRANSACTION,
+    LOCK_TRIES, LOCK_WAIT, MAX_LIMIT, MIN_LIMIT, REQUIRED, SESSION, STATEMENT_TIMEOUT, VERSION,
+    VERSION_SETTING, WRITER_LOCK,
 };
 pub use value::{Column, Row, Rows, Value};
 pub use writer::Write;

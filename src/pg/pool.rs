@@ -1,11 +1,15 @@
 //! A bounded pool of writer-session connections.
 //!
-//! [`Pool::take`] reuses an idle connection or opens one with the pool's settings.
-//! [`Pool::give`] rolls back an open transaction and keeps the connection; a connection the
-//! server ended, or whose rollback fails, is closed instead, so the next take opens a fresh
-//! one. At most `size` idle connections are kept; more given back are closed.
+//! [`Pool::take`] hands out only live connections: it drops closed ones and those of another
+//! process (after `fork()`), checks with one round trip a connection idle for longer than
+//! [`CHECK_IDLE_AFTER`], and otherwise opens one with the pool's settings. [`Pool::give`]
+//! rolls back an open transaction and keeps the connection; a connection the server ended,
+//! or whose rollback fails, is closed instead, so the next take opens a fresh one. At most
+//! `size` idle connections are kept; more given back are closed. A connection to another
+//! address or with other settings is refused.
 
 use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use super::address::Address;
 use super::connection::Connection;
@@ -15,13 +19,22 @@ use super::settings::Settings;
 /// The default number of idle connections a pool keeps: 4.
 pub const DEFAULT_POOL_SIZE: usize = 4;
 
+/// A connection idle for longer than this is checked with one round trip before
+/// [`Pool::take`] hands it out: 1 second. A server restart or a cut network ends idle
+/// connections without the client noticing until it talks.
+pub const CHECK_IDLE_AFTER: Duration = Duration::from_secs(1);
+
+/// The longest the check of an idle connection may take: 5 seconds (or the connect timeout,
+/// if shorter).
+pub const CHECK_LIMIT: Duration = Duration::from_secs(5);
+
 /// A bounded pool of connections to one database address.
 #[derive(Debug)]
 pub struct Pool {
     address: Address,
     settings: Settings,
     size: usize,
-    idle: Mutex<Vec<Connection>>,
+    idle: Mutex<Vec<(Connection, Instant)>>,
 }
 
 impl Pool {
@@ -38,20 +51,27 @@ impl Pool {
         })
     }
 
-    fn idle(&self) -> MutexGuard<'_, Vec<Connection>> {
+    fn idle(&self) -> MutexGuard<'_, Vec<(Connection, Instant)>> {
         self.idle
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Hands out an idle connection that is still open, or opens a new one (which checks its
-    /// settings).
+    /// Hands out a live idle connection, or opens a new one (which checks its settings).
+    /// Closed connections and those of another process are dropped; one idle for longer
+    /// than [`CHECK_IDLE_AFTER`] is checked with one round trip first.
     pub fn take(&self) -> Result<Connection, Error> {
+        let limit = CHECK_LIMIT.min(self.settings.get_connect_timeout());
         loop {
-            let conn = self.idle().pop();
-            match conn {
-                Some(conn) if conn.is_closed() => drop(conn),
-                Some(conn) => return Ok(conn),
+            let entry = self.idle().pop();
+            match entry {
+                Some((conn, _)) if conn.is_closed() || !conn.is_own() => drop(conn),
+                Some((mut conn, since)) if since.elapsed() > CHECK_IDLE_AFTER => {
+                    if conn.check_alive(limit).is_ok() {
+                        return Ok(conn);
+                    }
+                }
+                Some((conn, _)) => return Ok(conn),
                 None => break,
             }
         }
@@ -60,20 +80,45 @@ impl Pool {
 
     /// Takes a connection back: rolls back its open transaction and keeps it idle, or closes
     /// it when it is closed, its rollback fails, or the pool already keeps `size` idle.
-    pub fn give(&self, mut conn: Connection) {
-        if conn.is_closed() {
-            return;
+    ///
+    /// Fails with [`Error::ForeignConnection`] (closing the connection) when the connection goes to another address or has other settings, such as another
+    /// writer version: the pool would hand it out later as one of its own.
+    pub fn give(&self, mut conn: Connection) -> Result<(), Error> {
+        if conn.address().to_string() != self.address.to_string() {
+            return Err(Error::ForeignConnection {
+                reason: format!(
+                    "it goes to {}, and this pool to {}",
+                    conn.address(),
+                    self.address
+                ),
+            });
+        }
+        if conn.settings() != &self.settings {
+            return Err(Error::ForeignConnection {
+                reason: format!(
+                    "its settings ({}, writer version {}) differ from the pool's ({}, writer \
+                     version {})",
+                    conn.settings().startup_options(),
+                    conn.settings().get_version(),
+                    self.settings.startup_options(),
+                    self.settings.get_version()
+                ),
+            });
+        }
+        if conn.is_closed() || !conn.is_own() {
+            return Ok(());
         }
         if conn.in_transaction() && conn.rollback().is_err() {
-            return;
+            return Ok(());
         }
         if conn.is_closed() {
-            return;
+            return Ok(());
         }
         let mut idle = self.idle();
         if idle.len() < self.size {
-            idle.push(conn);
+            idle.push((conn, Instant::now()));
         }
+        Ok(())
     }
 
     /// How many idle connections the pool keeps right now.

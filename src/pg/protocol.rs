@@ -507,7 +507,7 @@ impl Protocol {
             Reply::Rows(rows) => rows,
             Reply::Lost { reason } => {
                 return self.fail(match kind {
-                    StatementKind::Commit => Error::CommitUnknown { reason },
+                    StatementKind::Commit => Error::CommitOutcomeUnknown { reason },
                     _ => Error::Closed { reason },
                 })
             }
@@ -1142,7 +1142,7 @@ mod tests {
             }],
         );
         let Step::Failed(err) = step else { panic!() };
-        assert!(matches!(err, Error::CommitUnknown { .. }));
+        assert!(matches!(err, Error::CommitOutcomeUnknown { .. }));
         assert!(!err.to_string().contains("rolled back"), "{err}");
     }
 

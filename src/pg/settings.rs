@@ -64,8 +64,32 @@ pub const KEEPALIVES_COUNT: u32 = 3;
 /// probes), after which the server gives up on data the client never acknowledged.
 pub const TCP_USER_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// How long opening a connection may take before it fails: 10 seconds.
+/// How long opening a connection may take before it fails: 10 seconds. It covers the whole
+/// set-up: TCP, TLS, authentication and the settings check.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The shortest time limit a session accepts: 1 ms. Postgres reads a limit of 0 (and a
+/// value under 1 ms, which it rounds to 0) as no limit at all.
+pub const MIN_LIMIT: Duration = Duration::from_millis(1);
+
+/// The longest time limit a session accepts: 2,147,483,647 ms (about 24.8 days), the
+/// largest value Postgres accepts for its time limits.
+pub const MAX_LIMIT: Duration = Duration::from_millis(i32::MAX as u64);
+
+/// Checks one time limit: it must lie between [`MIN_LIMIT`] and [`MAX_LIMIT`]. `setting`
+/// names it as the host's argument does (`lock_wait`, `idle_in_transaction`,
+/// `statement_timeout`, `tcp_user_timeout`, `connect_timeout`).
+pub fn check_limit(setting: &'static str, value: Duration) -> Result<(), Error> {
+    if value < MIN_LIMIT || value > MAX_LIMIT {
+        return Err(Error::LimitOutOfRange {
+            setting,
+            value,
+            min: MIN_LIMIT,
+            max: MAX_LIMIT,
+        });
+    }
+    Ok(())
+}
 
 /// The startup settings the seed lists (its `SESSION`), as sent by default.
 pub const SESSION: &[(&str, &str)] = &[
@@ -235,15 +259,20 @@ impl Settings {
         self
     }
 
-    /// Sets the server's `tcp_user_timeout` for this session.
+    /// Sets the TCP user timeout of this session, on both ends: how long sent data may stay
+    /// unacknowledged before the connection is given up. The client sets it on its socket,
+    /// so a statement sent into a dead network fails with a lost connection after this
+    /// long; the server gets it as `tcp_user_timeout`.
     ///
-    /// Defaults to 60 seconds. Sent in whole milliseconds; zero leaves the server's default.
+    /// Defaults to 60 seconds (the keepalive budget: 30 idle seconds and 3 probes 10
+    /// seconds apart). Sent in whole milliseconds.
     pub fn tcp_user_timeout(&mut self, timeout: Duration) -> &mut Settings {
         self.tcp_user_timeout = timeout;
         self
     }
 
-    /// Sets how long opening a connection may take.
+    /// Sets how long opening a connection may take: TCP, TLS, authentication and the
+    /// settings check together.
     ///
     /// Defaults to 10 seconds.
     pub fn connect_timeout(&mut self, timeout: Duration) -> &mut Settings {
@@ -306,9 +335,20 @@ impl Settings {
         self.connect_timeout
     }
 
-    /// Checks that the settings can work: the required floor is not above the version, and
-    /// both fit the refusal lock key.
+    /// The TCP user timeout.
+    pub fn get_tcp_user_timeout(&self) -> Duration {
+        self.tcp_user_timeout
+    }
+
+    /// Checks that the settings can work: every time limit between 1 ms and 2,147,483,647
+    /// ms (see [`check_limit`]), the required floor not above the version, and both fit the
+    /// refusal lock key.
     pub fn validate(&self) -> Result<(), Error> {
+        check_limit("lock_wait", self.lock_wait)?;
+        check_limit("idle_in_transaction", self.idle_in_transaction)?;
+        check_limit("statement_timeout", self.statement_timeout)?;
+        check_limit("tcp_user_timeout", self.tcp_user_timeout)?;
+        check_limit("connect_timeout", self.connect_timeout)?;
         for value in [self.version, self.required] {
             if value > MAX_VERSION {
                 return Err(Error::VersionOutOfRange {
@@ -366,13 +406,11 @@ impl Settings {
                 tcp: true,
             });
         }
-        if self.tcp_user_timeout.as_millis() > 0 {
-            out.push(StartupSetting::millis(
-                "tcp_user_timeout",
-                self.tcp_user_timeout,
-                true,
-            ));
-        }
+        out.push(StartupSetting::millis(
+            "tcp_user_timeout",
+            self.tcp_user_timeout,
+            true,
+        ));
         out
     }
 
@@ -608,11 +646,12 @@ mod tests {
             .server_keepalives_idle(Duration::ZERO)
             .server_keepalives_interval(Duration::ZERO)
             .server_keepalives_count(0)
-            .tcp_user_timeout(Duration::ZERO);
+            .tcp_user_timeout(Duration::from_millis(2500));
         assert_eq!(
             s.startup_options(),
             "-c lock_timeout=1500ms -c idle_in_transaction_session_timeout=15s \
-             -c statement_timeout=60s -c agentihooks.ledger_writer_version=4"
+             -c statement_timeout=60s -c agentihooks.ledger_writer_version=4 \
+             -c tcp_user_timeout=2500ms"
         );
     }
 
@@ -661,6 +700,51 @@ mod tests {
         assert!(s.validate().is_ok());
         s.version(MAX_VERSION + 1);
         assert!(matches!(s.validate(), Err(Error::VersionOutOfRange { .. })));
+    }
+
+    #[test]
+    fn limits_of_zero_under_a_millisecond_or_too_long_are_refused() {
+        type Set = fn(&mut Settings, Duration) -> &mut Settings;
+        let setters: [(&str, Set); 5] = [
+            ("lock_wait", Settings::lock_wait),
+            ("idle_in_transaction", Settings::idle_in_transaction),
+            ("statement_timeout", Settings::statement_timeout),
+            ("tcp_user_timeout", Settings::tcp_user_timeout),
+            ("connect_timeout", Settings::connect_timeout),
+        ];
+        for (name, set) in setters {
+            for bad in [
+                Duration::ZERO,
+                Duration::from_micros(999),
+                MAX_LIMIT + Duration::from_millis(1),
+            ] {
+                let mut s = Settings::new();
+                set(&mut s, bad);
+                let err = s.validate().unwrap_err();
+                assert!(
+                    matches!(err, Error::LimitOutOfRange { setting, .. } if setting == name),
+                    "{name} {bad:?}: {err}"
+                );
+                let text = err.to_string();
+                assert!(text.starts_with(&format!("{name} is ")), "{text}");
+                assert!(
+                    text.contains("between 0.001 and 2147483.647 seconds"),
+                    "{text}"
+                );
+            }
+            for good in [MIN_LIMIT, Duration::from_millis(1500), MAX_LIMIT] {
+                let mut s = Settings::new();
+                set(&mut s, good);
+                assert!(s.validate().is_ok(), "{name} {good:?}");
+            }
+        }
+        let mut s = Settings::new();
+        s.lock_wait(Duration::ZERO);
+        assert!(s
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("no limit at all"));
     }
 
     #[test]

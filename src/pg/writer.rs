@@ -134,9 +134,11 @@ impl Connection {
     /// rolls back unless committed.
     pub fn write(&mut self) -> Result<Write<'_>, Error> {
         let start = self.begin_write()?;
+        let serial = self.serial;
         Ok(Write {
             conn: self,
             start,
+            serial,
             done: false,
         })
     }
@@ -151,7 +153,11 @@ impl Connection {
         let count = cell(1).and_then(Value::read_i64);
         let version = i64::from(self.settings().get_version());
         if let Some(floor) = floor.filter(|&f| version < f) {
-            take_refusal_lock(self, version, floor)?;
+            // Behind a pooler the lock would stay on a server connection other clients
+            // share, and name the pooler's address rather than this writer.
+            if !self.via_proxy() {
+                take_refusal_lock(self, version, floor)?;
+            }
             self.rollback()?;
             return Err(Error::Refused { version, floor });
         }
@@ -201,17 +207,45 @@ fn any_refused_sql() -> String {
 pub struct Write<'c> {
     conn: &'c mut Connection,
     start: WriteStart,
+    serial: u64,
     done: bool,
 }
 
+impl Connection {
+    /// Whether the open transaction is the one numbered `serial` (see
+    /// [`Connection::transaction_serial`]).
+    pub fn in_transaction_serial(&self, serial: u64) -> bool {
+        self.in_transaction() && self.serial == serial
+    }
+
+    /// The number of the transaction opened last on this session; a host that runs a
+    /// write's statements later checks with [`Connection::in_transaction_serial`] that its
+    /// transaction is still the open one.
+    pub fn transaction_serial(&self) -> u64 {
+        self.serial
+    }
+}
+
 impl Write<'_> {
-    /// Runs one statement inside the write (see [`Connection::execute`]).
+    fn check_open(&self) -> Result<(), Error> {
+        if self.done || !self.conn.in_transaction_serial(self.serial) {
+            return Err(Error::WriteEnded);
+        }
+        Ok(())
+    }
+
+    /// Runs one statement inside the write (see [`Connection::execute`]). Fails with
+    /// [`Error::WriteEnded`] once the write's transaction ended (for example after a
+    /// `COMMIT` sent through [`Write::connection`]): a write never runs outside its lock.
     pub fn execute(&mut self, sql: &str, params: &[Value]) -> Result<Rows, Error> {
+        self.check_open()?;
         self.conn.execute(sql, params)
     }
 
-    /// Runs a script inside the write (see [`Connection::execute_batch`]).
+    /// Runs a script inside the write (see [`Connection::execute_batch`]); fails like
+    /// [`Write::execute`] once the write ended.
     pub fn execute_batch(&mut self, sql: &str) -> Result<(), Error> {
+        self.check_open()?;
         self.conn.execute_batch(sql)
     }
 
