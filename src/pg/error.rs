@@ -148,8 +148,8 @@ pub enum Error {
     /// committed (SQLSTATE `08007`, transaction resolution unknown).
     #[error(
         "the outcome of the commit is unknown: the connection to the ledger database was \
-         lost while COMMIT was in flight ({reason}); the transaction may have been committed \
-         or rolled back, so check whether the write is in the database before retrying it"
+         lost while COMMIT was in flight ({reason}); the transaction may or may not have \
+         been committed, so check whether the write is in the database before retrying it"
     )]
     CommitOutcomeUnknown {
         /// What ended the connection.
