@@ -310,7 +310,7 @@ fn pg_statements_go_unnamed_so_a_transaction_pooler_cannot_mix_them_up() {
     let pool = Pool::new(&db.relayed, Settings::new(), 2).expect("pool");
     let mut pooled = pool.take().expect("take");
     update(&mut pooled, "b").expect("pooled write");
-    pool.give(pooled);
+    pool.give(pooled).expect("give back");
 
     let messages = db.relay.messages();
     let parses = messages.iter().filter(|m| m.kind == b'P').count();
