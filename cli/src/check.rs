@@ -648,6 +648,26 @@ fn old_value(settings: &Settings) -> Item {
     }
 }
 
+/// Calls `each` with every line of `path` (numbered from 1, invalid UTF-8 replaced), read a
+/// line at a time so a log of gigabytes is not loaded whole; returns the number of lines.
+fn scan_lines(path: &Path, mut each: impl FnMut(usize, &str)) -> std::io::Result<usize> {
+    use std::io::BufRead;
+    let mut reader = std::io::BufReader::new(fs::File::open(path)?);
+    let mut buf = Vec::new();
+    let mut n = 0;
+    loop {
+        buf.clear();
+        if reader.read_until(b'\n', &mut buf)? == 0 {
+            return Ok(n);
+        }
+        n += 1;
+        each(
+            n,
+            String::from_utf8_lossy(&buf).trim_end_matches(['\n', '\r']),
+        );
+    }
+}
+
 /// Words that mark a VACUUM or a large import in a cron log line.
 fn heavy_job(line: &str) -> bool {
     let lower = line.to_ascii_lowercase();
@@ -658,8 +678,19 @@ fn maintenance(site: &Path) -> Item {
     let name = "maintenance";
     let log = site.join("var/log/cronjob.log");
     let sources = vec![relative(site, &log)];
-    let text = match fs::read(&log) {
-        Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+    // The first few places, and how many in all.
+    let mut heavy: Vec<String> = Vec::new();
+    let mut heavy_count = 0usize;
+    let scanned = scan_lines(&log, |n, line| {
+        if heavy_job(line) {
+            heavy_count += 1;
+            if heavy.len() < 5 {
+                heavy.push(format!("{}:{n}", relative(site, &log)));
+            }
+        }
+    });
+    let lines = match scanned {
+        Ok(lines) => lines,
         Err(e) => {
             return Item {
                 name,
@@ -673,19 +704,12 @@ fn maintenance(site: &Path) -> Item {
             }
         }
     };
-    let heavy: Vec<String> = text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| heavy_job(l))
-        .map(|(i, _)| format!("{}:{}", relative(site, &log), i + 1))
-        .collect();
     if heavy.is_empty() {
         Item {
             name,
             result: Outcome::Pass,
             why: format!(
-                "the cron log ({} lines) shows no VACUUM and no import run from a cronjob",
-                text.lines().count()
+                "the cron log ({lines} lines) shows no VACUUM and no import run from a cronjob"
             ),
             sources,
         }
@@ -699,8 +723,8 @@ fn maintenance(site: &Path) -> Item {
                  holds the write lock for its whole run and every editor's save waits behind \
                  it; run it in maintenance mode",
                 shown.join(", "),
-                if heavy.len() > shown.len() {
-                    format!(" and {} more", heavy.len() - shown.len())
+                if heavy_count > shown.len() {
+                    format!(" and {} more", heavy_count - shown.len())
                 } else {
                     String::new()
                 }
@@ -714,8 +738,19 @@ fn busy_log(site: &Path) -> Item {
     let name = "busy-log";
     let log = site.join("var/log/error.log");
     let sources = vec![relative(site, &log)];
-    let text = match fs::read(&log) {
-        Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+    // Line numbers of the busy lines, and how many waited their whole limit.
+    let mut busy: Vec<usize> = Vec::new();
+    let mut whole_wait = 0usize;
+    let scanned = scan_lines(&log, |n, line| {
+        if line.contains("database is busy") {
+            busy.push(n);
+            if line.contains("another write held the lock all that time") {
+                whole_wait += 1;
+            }
+        }
+    });
+    match scanned {
+        Ok(_) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Item {
                 name,
@@ -735,12 +770,7 @@ fn busy_log(site: &Path) -> Item {
                 sources,
             }
         }
-    };
-    let busy: Vec<(usize, &str)> = text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| l.contains("database is busy"))
-        .collect();
+    }
     if busy.is_empty() {
         return Item {
             name,
@@ -749,12 +779,8 @@ fn busy_log(site: &Path) -> Item {
             sources,
         };
     }
-    let whole_wait = busy
-        .iter()
-        .filter(|(_, l)| l.contains("another write held the lock all that time"))
-        .count();
-    let (first, _) = busy[0];
-    let (last, _) = busy[busy.len() - 1];
+    let first = busy[0];
+    let last = busy[busy.len() - 1];
     Item {
         name,
         result: Outcome::Fail,
@@ -767,8 +793,6 @@ fn busy_log(site: &Path) -> Item {
              longer than the wait during normal editing, {BEYOND_ONE_MACHINE}",
             log = relative(site, &log),
             n = busy.len(),
-            first = first + 1,
-            last = last + 1,
         ),
         sources,
     }
