@@ -163,3 +163,24 @@ def test_close_of_a_dead_connection_is_silent_and_pools_refuse_strangers(pg_db) 
     with pytest.raises(postgres.ProgrammingError, match="goes to"):
         pool.give(elsewhere)
     assert pool.idle_count == 0
+
+
+def test_an_unsendable_statement_is_a_client_error_and_frees_the_lock(pg_db) -> None:  # type: ignore[no-untyped-def]
+    c = pg_db.connect()
+    postgres.setup_schema(c)
+    c.execute("CREATE TABLE rows (x int)")
+    other = pg_db.connect(lock_wait=1.0, lock_tries=1)
+    with pytest.raises(postgres.ProgrammingError, match="NUL byte") as info:
+        with c.write() as w:
+            w.execute("INSERT INTO rows VALUES (1)")
+            w.execute("INSERT INTO rows VALUES (2) -- \0")
+    assert "the open transaction was rolled back" in str(info.value)
+    assert not isinstance(info.value, postgres.ConnectionClosed)
+    assert not c.closed and not c.in_transaction
+    started = time.monotonic()
+    with other.write() as w:  # the lock is free at once, not after the idle limit
+        pass
+    assert time.monotonic() - started < 1.0
+    with pytest.raises(postgres.ProgrammingError, match="more than the 65535"):
+        c.execute("SELECT 1", [0] * 65_536)
+    assert c.execute("SELECT count(*) FROM rows").fetchone() == (0,)
