@@ -5,7 +5,9 @@
 
 use std::ffi::{c_char, c_int};
 
-use ext_php_rs::ffi::{zend_class_entry, zend_object, zval};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use ext_php_rs::ffi::{zend_class_entry, zend_execute_data, zend_object, zval};
 use ext_php_rs::types::{ZendObject, Zval};
 use ext_php_rs::zend::ClassEntry;
 
@@ -156,33 +158,43 @@ pub(crate) fn clear_vm_interrupt() {
     set_vm_interrupt(false);
 }
 
-/// Runs `f` (a call into a connection's PHP methods) with signals held
-/// back and the VM's interrupt flag put aside, so PHP does not run a signal
-/// handler inside it: `zend_call_function()` runs pending handlers when it
-/// returns, and an exception a handler throws there would be taken for the
-/// connection's failure. Signals that arrived meanwhile are delivered when
-/// it returns, and the flag is set again, so the VM (or the wait's check)
-/// handles them next.
+/// Set by [`defer_interrupt`] when the VM was interrupted during a call made
+/// through [`without_signal_handlers`].
+static DEFERRED: AtomicBool = AtomicBool::new(false);
+
+/// Stands in for `zend_interrupt_function` (pcntl's signal dispatch) during a
+/// connection call: notes the interrupt, runs no PHP handler.
+unsafe extern "C" fn defer_interrupt(_execute_data: *mut zend_execute_data) {
+    DEFERRED.store(true, Ordering::Relaxed);
+}
+
+/// Runs `f` (a call into a connection's PHP methods) so that PHP runs no
+/// signal handler inside it: `zend_call_function()` and the VM run pending
+/// pcntl handlers through `zend_interrupt_function`, and an exception a
+/// handler threw there would be taken for the connection's failure. During
+/// `f` that hook only notes the interrupt (signals are still delivered, and
+/// a signal without a PHP handler still ends the process); afterwards the
+/// VM's interrupt flag is raised again, so the VM, or the wait's check,
+/// runs the handlers next.
 pub(crate) fn without_signal_handlers<T>(f: impl FnOnce() -> T) -> T {
-    // SAFETY: sigset_t is plain data that sigfillset initialises.
-    let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
-    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
-    // SAFETY: valid pointers to the sets above.
-    let blocked = unsafe {
-        libc::sigfillset(&mut all);
-        libc::pthread_sigmask(libc::SIG_BLOCK, &all, &mut old) == 0
-    };
     let pending = vm_interrupt();
     if pending {
         set_vm_interrupt(false);
     }
+    let outer = DEFERRED.swap(false, Ordering::Relaxed);
+    // SAFETY: the engine reads this hook only on the thread running PHP,
+    // which is this one, and it is put back below before PHP runs on.
+    let saved = unsafe {
+        (*std::ptr::addr_of_mut!(ext_php_rs::ffi::zend_interrupt_function)).replace(defer_interrupt)
+    };
     let result = f();
-    if pending {
-        set_vm_interrupt(true);
+    // SAFETY: as above.
+    unsafe {
+        *std::ptr::addr_of_mut!(ext_php_rs::ffi::zend_interrupt_function) = saved;
     }
-    if blocked {
-        // SAFETY: restores the mask saved above.
-        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
+    let deferred = DEFERRED.swap(outer, Ordering::Relaxed);
+    if pending || deferred || outer {
+        set_vm_interrupt(true);
     }
     result
 }

@@ -77,6 +77,16 @@ $code = $child->wait();
 echo $child->out, $child->err, "exit status $code\n";
 var_dump( microtime( true ) - $start < 2.0 );
 
+echo "-- SIGTERM without a PHP handler still ends a script inside a connection call at once\n";
+$child = new Child( php_cmd( __DIR__ . '/helpers/long_statement.php', array( $path ) ) );
+echo $child->line(), "\n";
+usleep( 300000 );
+$start = microtime( true );
+posix_kill( $child->pid, SIGTERM );
+$child->wait();
+echo trim( $child->out ) === '' ? "no more output\n" : $child->out;
+var_dump( microtime( true ) - $start < 2.0 );
+
 release_holder( $holder );
 echo "-- with the lock free again the same queue begins at once\n";
 $q->begin( $db, 1 );
@@ -106,6 +116,10 @@ waiting
 handler
 shutdown
 exit status 3
+bool(true)
+-- SIGTERM without a PHP handler still ends a script inside a connection call at once
+running
+no more output
 bool(true)
 -- with the lock free again the same queue begins at once
 bool(true)
