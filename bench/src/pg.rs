@@ -473,7 +473,7 @@ fn scenario6(url: &str, quick: bool, out: &Path, report: &mut Report) -> Result<
     let (dur, rounds) = if quick {
         (Duration::from_secs(1), 2)
     } else {
-        (Duration::from_secs(3), 3)
+        (Duration::from_secs(2), 5)
     };
     let programs = Programs::find(out);
     for writer in WRITERS {
@@ -649,7 +649,7 @@ fn scenario6(url: &str, quick: bool, out: &Path, report: &mut Report) -> Result<
         ]);
         step_json.push(json!({"step": name, "timing": d.json_us()}));
     }
-    detail.note("begin_write() sends BEGIN, the writer lock and the floor read as one message; the refused-writers query runs only when a refused writer's lock is held.");
+    detail.note("begin_write() sends BEGIN, the writer lock and the floor read (with the refusal count) as one message; pg_locks is scanned only when the refusal count moved since the session last found no refused writer.");
     report.table(detail);
     report.record(
         "s6_pg_writes",
