@@ -93,26 +93,44 @@ impl PyProtocol {
     }
 }
 
+/// The protocol told how its connection dialled the server, when the host knows.
+fn dialled(protocol: Protocol, port: Option<u16>, unix: bool) -> Protocol {
+    match (port, unix) {
+        (_, true) => protocol.dialled(None),
+        (Some(port), false) => protocol.dialled(Some(port)),
+        (None, false) => protocol,
+    }
+}
+
 #[pymethods]
 impl PyProtocol {
     /// A write for a writer with `settings` on a connection in `state` (`idle`,
-    /// `open_unused`, `open_used`).
+    /// `open_unused`, `open_used`). `port` (TCP) or `unix=True` say how the connection
+    /// dialled the server, so a refused writer takes no session lock through a pooler.
     #[staticmethod]
-    fn write(settings: &PySettings, state: &str) -> PyResult<PyProtocol> {
-        Ok(PyProtocol::wrap(Protocol::write(
-            &settings.inner,
-            tx_state(state)?,
-        )))
+    #[pyo3(signature = (settings, state, port = None, unix = false))]
+    fn write(
+        settings: &PySettings,
+        state: &str,
+        port: Option<u16>,
+        unix: bool,
+    ) -> PyResult<PyProtocol> {
+        let protocol = Protocol::write(&settings.inner, tx_state(state)?);
+        Ok(PyProtocol::wrap(dialled(protocol, port, unix)))
     }
 
     /// The same write with `BEGIN`, the writer lock and the floor check sent as one message
     /// per attempt (a `start_write` step, answered with the floor check's rows).
     #[staticmethod]
-    fn write_in_one_message(settings: &PySettings, state: &str) -> PyResult<PyProtocol> {
-        Ok(PyProtocol::wrap(Protocol::write_in_one_message(
-            &settings.inner,
-            tx_state(state)?,
-        )))
+    #[pyo3(signature = (settings, state, port = None, unix = false))]
+    fn write_in_one_message(
+        settings: &PySettings,
+        state: &str,
+        port: Option<u16>,
+        unix: bool,
+    ) -> PyResult<PyProtocol> {
+        let protocol = Protocol::write_in_one_message(&settings.inner, tx_state(state)?);
+        Ok(PyProtocol::wrap(dialled(protocol, port, unix)))
     }
 
     /// The schema setup, running `extra_sql` first.

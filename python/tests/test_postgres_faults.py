@@ -184,3 +184,20 @@ def test_an_unsendable_statement_is_a_client_error_and_frees_the_lock(pg_db) -> 
     with pytest.raises(postgres.ProgrammingError, match="more than the 65535"):
         c.execute("SELECT 1", [0] * 65_536)
     assert c.execute("SELECT count(*) FROM rows").fetchone() == (0,)
+
+
+def test_own_connections_tell_the_writer_protocol_how_they_dialled(pg_db) -> None:  # type: ignore[no-untyped-def]
+    # The refused writer's session lock is taken only where the server sees the session
+    # come in on the port it dialled: never through a pooler (tests/pg_faults runs that
+    # through a real PgBouncer).
+    import urllib.parse
+
+    import psycopg
+
+    from writerlock import _drivers
+
+    conn = psycopg.connect(pg_db.url)
+    try:
+        assert _drivers.driver_for(conn).dialled() == {"port": urllib.parse.urlsplit(pg_db.url).port}
+    finally:
+        conn.close()

@@ -11,7 +11,7 @@ and ``commit()`` end it.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, List, Literal, Optional, Sequence, Tuple, Type
+from typing import Any, Callable, Dict, List, Literal, Optional, Sequence, Tuple, Type
 
 from . import _native
 from ._errors import InterfaceError, ProgrammingError, SettingNotInEffect
@@ -46,6 +46,21 @@ class Driver:
 
     def address(self) -> str:
         raise NotImplementedError
+
+    def dialled(self) -> Dict[str, Any]:
+        """How the connection dialled the server, from libpq's connection info (no round
+        trip): ``{"port": 5432}`` over TCP, ``{"unix": True}`` over a Unix socket, ``{}``
+        when it cannot tell. A refused writer takes its session lock only where the server
+        sees it come in that way, never through a pooler."""
+        try:
+            info = self.conn.info
+            host = str(info.host or "")
+            if host.startswith("/"):
+                return {"unix": True}
+            port = int(info.port)
+        except Exception:  # an old driver without .info: take the lock as before
+            return {}
+        return {"port": port} if 0 < port < 65536 else {}
 
     # Shared -----------------------------------------------------------------------------
 
@@ -373,7 +388,7 @@ class DriverWrite:
             else _native.PgProtocol.write
         )
         try:
-            step = drive(driver, start(self._settings, driver.tx_state()))
+            step = drive(driver, start(self._settings, driver.tx_state(), **driver.dialled()))
         except SettingNotInEffect as err:
             add_session_note(err)
             raise

@@ -247,6 +247,21 @@ pub fn refusal_lock_sql(version: i64, floor: i64) -> Option<String> {
     ))
 }
 
+/// [`refusal_lock_sql`] for a session that dialled the server at TCP `port` (`None`: a
+/// Unix socket): the lock is taken only where the server sees the session come in that
+/// way. Behind a pooler the server sees another port, and the lock would stay on a server
+/// connection that other clients share (and name the pooler rather than the writer).
+pub fn refusal_lock_sql_if_direct(version: i64, floor: i64, port: Option<u16>) -> Option<String> {
+    let key = i32::try_from(refusal_lock_key(version, floor)).ok()?;
+    let expected = port.map_or_else(|| "NULL".to_string(), |p| p.to_string());
+    Some(format!(
+        "SELECT l.locked, nextval(to_regclass('{REFUSALS_SEQUENCE}')) FROM \
+         (SELECT CASE WHEN inet_server_port() IS NOT DISTINCT FROM {expected} \
+         THEN pg_try_advisory_lock_shared({REFUSED_LOCK_CLASS}, {key}) ELSE false END \
+         AS locked) AS l"
+    ))
+}
+
 /// Takes the refusal lock: a session advisory lock that outlives the rollback and lasts
 /// until this session closes. Shared and never waited for, so two refused writers with the
 /// same versions do not queue behind each other.

@@ -41,8 +41,8 @@ use postgres::error::SqlState;
 use super::alerts::{new_alerts, Alert, RefusedWriter, REFUSED_WRITERS_SQL};
 use super::error::{parse_refusal, Error, REFUSED_SQLSTATE};
 use super::floor::{
-    refusal_lock_sql, FLOOR_NAME, REFUSED_LOCK_CLASS, REFUSED_LOCK_SUBID, SCHEMA_SQL,
-    STORE_FLOOR_SQL,
+    refusal_lock_sql, refusal_lock_sql_if_direct, FLOOR_NAME, REFUSED_LOCK_CLASS,
+    REFUSED_LOCK_SUBID, SCHEMA_SQL, STORE_FLOOR_SQL,
 };
 #[cfg(test)]
 use super::settings::{verify_checks, SettingStatus};
@@ -389,9 +389,21 @@ pub struct Protocol {
     state: State,
     first: Option<Step>,
     one_message: bool,
+    /// How the host dialled the server: `Some(Some(port))` over TCP, `Some(None)` over a
+    /// Unix socket, `None` when it cannot tell.
+    dialled: Option<Option<u16>>,
 }
 
 impl Protocol {
+    /// Tells the protocol how the host dialled the server: TCP `port`, or `None` for a Unix
+    /// socket. A writer refused below the floor then takes its refusal lock only where the
+    /// server sees it come in that way, never through a pooler (see
+    /// [`refusal_lock_sql_if_direct`]).
+    pub fn dialled(mut self, port: Option<u16>) -> Protocol {
+        self.dialled = Some(port);
+        self
+    }
+
     fn new(goal: Goal, settings: &Settings, tx: TxState) -> Protocol {
         Protocol::with(goal, settings, tx, false)
     }
@@ -408,6 +420,7 @@ impl Protocol {
             state: State::Finished,
             first: None,
             one_message,
+            dialled: None,
         };
         let first = match tx {
             TxState::OpenUsed => p.fail(Error::AlreadyInTransaction),
@@ -524,7 +537,11 @@ impl Protocol {
                 self.check = Some(check);
                 if let Some((version, floor)) = check.refusal(self.version) {
                     let refused = Error::Refused { version, floor };
-                    match refusal_lock_sql(version, floor) {
+                    let sql = match self.dialled {
+                        Some(port) => refusal_lock_sql_if_direct(version, floor, port),
+                        None => refusal_lock_sql(version, floor),
+                    };
+                    match sql {
                         Some(sql) => self.run(StatementKind::RefusalLock, sql),
                         None => self.roll_back_then(Some(refused)),
                     }

@@ -379,6 +379,38 @@ fn writers_behind_pgbouncer(mode: &str) -> Result<(), String> {
             Some(0),
             "{mode}: a refusal lock stayed on a pooled server connection"
         );
+        // The writer protocol's refusal lock for connections of the host's own (psycopg):
+        // told the port it dialled, it takes no lock through the pooler, and does directly.
+        let sql = |port| {
+            writerlock::pg::floor::refusal_lock_sql_if_direct(0, 1, Some(port)).expect("sql")
+        };
+        let held = |check: &mut Connection| {
+            let rows = check
+                .execute(
+                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' \
+                     AND classid = 1280788050 AND objsubid = 2",
+                    &[],
+                )
+                .expect("locks");
+            rows.first().and_then(|r| r.get(0)).and_then(Value::as_i64)
+        };
+        let mut pooled = postgres::Client::connect(&url, postgres::NoTls).expect("pooled");
+        pooled
+            .batch_execute(&sql(bouncer.port))
+            .expect("through the pooler");
+        drop(pooled);
+        assert_eq!(
+            held(&mut check),
+            Some(0),
+            "{mode}: the protocol's lock via the pooler"
+        );
+        let mut direct_client =
+            postgres::Client::connect(&direct, postgres::NoTls).expect("direct client");
+        direct_client
+            .batch_execute(&sql(cluster.port))
+            .expect("direct");
+        assert_eq!(held(&mut check), Some(1), "a direct session takes it");
+        drop(direct_client);
         check
             .execute(
                 "UPDATE writer_floor SET version = 1 WHERE name = 'ledger'",
