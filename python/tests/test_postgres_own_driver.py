@@ -407,3 +407,20 @@ def test_an_async_psycopg_connection_is_refused_with_a_type_error(pg_db) -> None
             await conn.close()
 
     assert "async psycopg connection" in asyncio.run(attempt())
+
+
+def test_a_write_used_after_it_ended_runs_nothing(open_driver, pg_db) -> None:  # type: ignore[no-untyped-def]
+    native = _ledger(pg_db)
+    native.execute("CREATE TABLE rows (x int)")
+    conn = open_driver()
+    with postgres.write(conn, "main") as w:
+        w.execute("INSERT INTO rows VALUES (1)")
+    with pytest.raises(postgres.ProgrammingError, match="this write has already ended"):
+        w.execute("INSERT INTO rows VALUES (2)")
+    with postgres.write(conn, "main") as w:
+        conn.commit()  # ends the write's transaction and its writer lock
+        with pytest.raises(postgres.ProgrammingError, match="this write has already ended"):
+            w.execute("INSERT INTO rows VALUES (3)")
+        with pytest.raises(postgres.ProgrammingError, match="this write has already ended"):
+            w.executemany("INSERT INTO rows VALUES (%s)", [(4,), (5,)])
+    assert native.execute("SELECT string_agg(x::text, ',') FROM rows").fetchone() == ("1",)

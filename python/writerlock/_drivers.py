@@ -424,15 +424,29 @@ class DriverWrite:
                     add_note(f"writerlock: the rollback failed too: {rollback_error}")
         return False
 
+    def _check_open(self) -> None:
+        if not self._open or self._driver.status() not in ("intrans", "inerror"):
+            raise ProgrammingError(
+                "this write has already ended (its with block is over, or its transaction "
+                "was committed or rolled back), so the statement was not run: a write's "
+                "statements run only inside its own transaction, under the writer lock; "
+                "start a new one with write()",
+                "25000",
+            )
+
     def execute(self, sql: Any, params: Any = None) -> Any:
         """Runs one statement inside the write on the driver's cursor, in the driver's own
-        placeholder style; returns the cursor."""
+        placeholder style; returns the cursor. Once the write's transaction ended (its block
+        is over, or ``conn.commit()`` ran inside it) this raises ``ProgrammingError`` and
+        runs nothing: a write never runs outside its lock."""
+        self._check_open()
         cur = self._driver.conn.cursor()
         cur.execute(sql, params)
         return cur
 
     def executemany(self, sql: Any, seq_of_params: Any) -> Any:
         """Runs one statement per parameter sequence inside the write; returns the cursor."""
+        self._check_open()
         cur = self._driver.conn.cursor()
         cur.executemany(sql, seq_of_params)
         return cur
