@@ -58,7 +58,7 @@ static void test_header_constants(void) {
     CHECK(wl_version() != NULL && strlen(wl_version()) >= 5, "wl_version() is empty");
     CHECK(WL_TRANSACTION_WAIT == 25.0 && WL_CLI_TRANSACTION_WAIT == 300.0 &&
               WL_BUSY_TIMEOUT == 5.0 && WL_CLI_BUSY_TIMEOUT == 30.0,
-          "wait defaults differ from the seed");
+          "wait defaults differ from Exponential's driver");
     CHECK_STR(WL_TRANSACTION_SETTING, "[DatabaseSettings] SQLiteTransactionWait");
     CHECK_STR(WL_BUSY_SETTING, "[DatabaseSettings] SQLiteBusyTimeout");
     CHECK_STR(WL_PG_REFUSED_SQLSTATE, "LW001");
@@ -411,11 +411,17 @@ static int holder_child(const char *path, int ready_fd, int go_fd) {
     return rc;
 }
 
-static void check_driver_setting(wl_queue *q, sqlite3 *db);
+/* A holder_child running in another process, and the pipes that talk to it. */
+struct holder {
+    pid_t pid;
+    int ready; /* read end: a byte once it holds the turn */
+    int go;    /* write end: closing it ends its write */
+};
 
-static void test_busy_holder_and_waiter(void) {
-    char path[PATH_MAX];
-    scratch_path(path, "busy.db");
+/* Creates table t in a fresh database at `path`, starts a holder_child on it and waits until
+ * it holds the turn with an open write (a CHECK fails if it never does); returns 0 (after a
+ * failed CHECK) when the pipes could not be made, 1 otherwise. */
+static int start_holder(const char *path, struct holder *h) {
     sqlite3 *setup = open_db(path);
     CHECK(sqlite3_exec(setup, "CREATE TABLE t(x INTEGER)", NULL, NULL, NULL) == SQLITE_OK,
           "create table");
@@ -424,7 +430,7 @@ static void test_busy_holder_and_waiter(void) {
     int ready[2], go[2];
     if (pipe(ready) != 0 || pipe(go) != 0) {
         CHECK(0, "pipe: %s", strerror(errno));
-        return;
+        return 0;
     }
     fflush(NULL);
     pid_t child = fork();
@@ -435,8 +441,30 @@ static void test_busy_holder_and_waiter(void) {
     }
     close(ready[1]);
     close(go[0]);
+    h->pid = child;
+    h->ready = ready[0];
+    h->go = go[1];
     char b;
-    CHECK(read(ready[0], &b, 1) == 1, "the holder did not get its turn");
+    CHECK(read(h->ready, &b, 1) == 1, "the holder did not get its turn");
+    return 1;
+}
+
+/* Tells the holder to roll back and end; returns its exit status (0: all went well). */
+static int stop_holder(struct holder *h) {
+    close(h->go);
+    int status = wait_child(h->pid);
+    close(h->ready);
+    return status;
+}
+
+static void check_driver_setting(wl_queue *q, sqlite3 *db);
+
+static void test_busy_holder_and_waiter(void) {
+    char path[PATH_MAX];
+    scratch_path(path, "busy.db");
+    struct holder holder;
+    if (!start_holder(path, &holder)) return;
+    pid_t child = holder.pid;
 
     sqlite3 *db = open_db(path);
     wl_queue *q = NULL;
@@ -447,7 +475,7 @@ static void test_busy_holder_and_waiter(void) {
     EXPECT_RC(WL_BUSY, wl_queue_take(q, WL_BUSY_STATEMENT, 0.1, NULL, NULL));
     CHECK_CONTAINS(last_message(), "(limit 0.1 s, wait_seconds of wl_queue_take)");
 
-    /* A transaction with a 1 s wait: the seed's exact message and the fields. The
+    /* A transaction with a 1 s wait: the driver's exact message and the fields. The
      * message quotes the waited time, so a machine too loaded to end the wait within
      * 50 ms shows "waited 1.1 s": such a try is reported and made again (3 at most). */
     int exact = 0;
@@ -510,15 +538,13 @@ static void test_busy_holder_and_waiter(void) {
     check_driver_setting(q, db);
 
     /* Let the holder roll back; then the turn is granted at once. */
-    close(go[1]);
-    int status = wait_child(child);
+    int status = stop_holder(&holder);
     CHECK(status == 0, "the holder exited with %d", status);
     double t0 = now();
     EXPECT_RC(WL_OK, wl_queue_begin(q, db, 5.0, NULL));
     CHECK(now() - t0 < 2.0, "the free turn took %.3f s", now() - t0);
     CHECK(count_rows(db, "SELECT count(*) FROM t") == 0, "something was written");
     EXPECT_RC(WL_OK, wl_queue_rollback(q, db));
-    close(ready[0]);
     wl_queue_free(q);
     sqlite3_close(db);
 }
@@ -582,26 +608,8 @@ static void check_interrupted(wl_queue *q, sqlite3 *db, double t0, const char *h
 static void test_interrupt(void) {
     char path[PATH_MAX];
     scratch_path(path, "interrupt.db");
-    sqlite3 *setup = open_db(path);
-    CHECK(sqlite3_exec(setup, "CREATE TABLE t(x INTEGER)", NULL, NULL, NULL) == SQLITE_OK,
-          "create table");
-    sqlite3_close(setup);
-    int ready[2], go[2];
-    if (pipe(ready) != 0 || pipe(go) != 0) {
-        CHECK(0, "pipe: %s", strerror(errno));
-        return;
-    }
-    fflush(NULL);
-    pid_t child = fork();
-    if (child == 0) {
-        close(ready[0]);
-        close(go[1]);
-        exit(holder_child(path, ready[1], go[0]));
-    }
-    close(ready[1]);
-    close(go[0]);
-    char b;
-    CHECK(read(ready[0], &b, 1) == 1, "the holder did not get its turn");
+    struct holder holder;
+    if (!start_holder(path, &holder)) return;
     sqlite3 *db = open_db(path);
     wl_queue *q = NULL;
     EXPECT_RC(WL_OK, wl_queue_new(path, &q));
@@ -645,15 +653,13 @@ static void test_interrupt(void) {
     wl_queue_interrupt(NULL);
     wl_queue_clear_interrupt(NULL);
 
-    close(go[1]);
-    CHECK(wait_child(child) == 0, "the holder failed");
+    CHECK(stop_holder(&holder) == 0, "the holder failed");
     /* Nothing the interrupted calls were given was written. */
     CHECK(count_rows(db, "SELECT count(*) FROM t WHERE x = 1") == 0, "an interrupted write ran");
     /* A pending request does not refuse a free turn. */
     wl_queue_interrupt(q);
     EXPECT_RC(WL_OK, wl_queue_begin(q, db, 5.0, NULL));
     EXPECT_RC(WL_OK, wl_queue_rollback(q, db));
-    close(ready[0]);
     wl_queue_free(q);
     sqlite3_close(db);
 }
