@@ -22,24 +22,9 @@ here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/.." && pwd)"
 cd "$root"
 
-passed=0
-failed=0
-pass() {
-    echo "test $1 ... ok"
-    passed=$((passed + 1))
-}
-fail() {
-    echo "test $1 ... FAILED"
-    shift
-    for line in "$@"; do echo "    $line"; done
-    failed=$((failed + 1))
-}
-die() {
-    echo "examples/run.sh: $*" >&2
-    echo
-    echo "$passed passed, $((failed + 1)) failed"
-    exit 1
-}
+checks_name=examples/run.sh
+# shellcheck source=bindings/tests/checks.sh
+source "$root/bindings/tests/checks.sh"
 
 cc="${CC:-cc}"
 cxx="${CXX:-g++}"
@@ -105,10 +90,7 @@ cargo build --quiet --profile "$profile" -p writerlock --examples || die "the Ru
 tmp="$(mktemp -d /tmp/wl-examples.XXXXXX)"
 trap 'rm -rf "$tmp"' EXIT
 prefix="$tmp/prefix"
-if ! WL_PROFILE="$profile" bindings/install.sh "$prefix" >"$tmp/install.log" 2>&1; then
-    cat "$tmp/install.log"
-    die "bindings/install.sh failed"
-fi
+WL_PROFILE="$profile" install_into "$prefix" "$tmp/install.log"
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
 # The hint install printed, as a user copies it.
 grep -qF "pkg-config --cflags --libs writerlock sqlite3) -Wl,-rpath,$prefix/lib" "$tmp/install.log" ||
@@ -235,6 +217,4 @@ if ((${#problems[@]})); then fail debug_info_separate "${problems[@]}"; else
         "$(du -h "$prefix/lib/libwriterlock.a" | cut -f1) libwriterlock.a ($profile profile)"
 fi
 
-echo
-echo "$passed passed, $failed failed"
-((failed == 0))
+finish

@@ -21,24 +21,9 @@ here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 cd "$root"
 
-passed=0
-failed=0
-pass() {
-    echo "test $1 ... ok"
-    passed=$((passed + 1))
-}
-fail() {
-    echo "test $1 ... FAILED"
-    shift
-    for line in "$@"; do echo "    $line"; done
-    failed=$((failed + 1))
-}
-die() {
-    echo "run.sh: $*" >&2
-    echo
-    echo "$passed passed, $((failed + 1)) failed"
-    exit 1
-}
+checks_name=run.sh
+# shellcheck source=bindings/tests/checks.sh
+source "$here/checks.sh"
 
 cc="${CC:-cc}"
 command -v "$cc" >/dev/null 2>&1 || die "no C compiler ($cc); install one with: apt-get install -y gcc (or: make deps)"
@@ -57,10 +42,7 @@ cargo build --quiet --profile "$profile" -p writerlock-c -p writerlock-cli || di
 tmp="$(mktemp -d /tmp/wl-c-abi.XXXXXX)"
 trap 'rm -rf "$tmp"' EXIT
 prefix="$tmp/prefix"
-if ! bindings/install.sh "$prefix" >"$tmp/install.log" 2>&1; then
-    cat "$tmp/install.log"
-    die "bindings/install.sh failed"
-fi
+install_into "$prefix" "$tmp/install.log"
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
 version="$(pkg-config --modversion writerlock)"
 major="${version%%.*}"
@@ -231,6 +213,4 @@ else
     fail static_link "linking against libwriterlock.a failed:" "$(head -10 "$tmp/static.log")"
 fi
 
-echo
-echo "$passed passed, $failed failed"
-((failed == 0))
+finish
