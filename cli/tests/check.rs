@@ -73,15 +73,23 @@ fn site(override_wait: &str, fpm_timeout: &str, error_log: &str, cron_log: &str)
     }
 }
 
-fn check_json(site: &Site) -> (Option<i32>, serde_json::Value) {
-    let out = run(&[
+/// Runs `writerlock check --site ROOT --fpm-pool POOL`, with `--json` when asked.
+fn check(site: &Site, json: bool) -> std::process::Output {
+    let mut args = vec![
         "check",
         "--site",
         site.root.to_str().expect("utf-8"),
         "--fpm-pool",
         site.pool.to_str().expect("utf-8"),
-        "--json",
-    ]);
+    ];
+    if json {
+        args.push("--json");
+    }
+    run(&args)
+}
+
+fn check_json(site: &Site) -> (Option<i32>, serde_json::Value) {
+    let out = check(site, true);
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     let report = serde_json::from_str(&text).unwrap_or_else(|e| {
         panic!(
@@ -108,6 +116,18 @@ fn result_of(report: &serde_json::Value, name: &str) -> String {
         .to_string()
 }
 
+/// The item's `why`.
+fn why(report: &serde_json::Value, name: &str) -> String {
+    item(report, name)["why"].as_str().expect("why").to_string()
+}
+
+/// Asserts that each named item has this result.
+fn assert_results(report: &serde_json::Value, names: &[&str], expected: &str) {
+    for name in names {
+        assert_eq!(result_of(report, name), expected, "{name}: {report:#}");
+    }
+}
+
 const QUIET_ERRORS: &str = "[ Mar 01 2026 10:00:00 ] [127.0.0.1] eZTemplate:\n\
                             unknown template variable 'node'\n";
 const QUIET_CRON: &str = "[ Mar 01 2026 03:00:00 ] Running cronjob part: indexcontent\n\
@@ -117,37 +137,28 @@ const QUIET_CRON: &str = "[ Mar 01 2026 03:00:00 ] Running cronjob part: indexco
 fn a_healthy_site_passes_every_item() {
     let site = site("20", "30s", QUIET_ERRORS, QUIET_CRON);
     let (code, report) = check_json(&site);
-    for name in [
-        "transaction-wait",
-        "old-value-60",
-        "maintenance",
-        "busy-log",
-        "journal-mode",
-        "local-filesystem",
-    ] {
-        assert_eq!(result_of(&report, name), "pass", "{name}: {report:#}");
-    }
+    assert_results(
+        &report,
+        &[
+            "transaction-wait",
+            "old-value-60",
+            "maintenance",
+            "busy-log",
+            "journal-mode",
+            "local-filesystem",
+        ],
+        "pass",
+    );
     assert_eq!(code, Some(0), "{report:#}");
     assert_eq!(report["failed"], 0);
-    let why = item(&report, "transaction-wait")["why"]
-        .as_str()
-        .expect("why");
-    assert!(why.contains("SQLiteTransactionWait is 20 s"), "{why}");
-    assert!(why.contains("request_terminate_timeout = 30 s"), "{why}");
-    assert!(why.contains("requestTimeout = 45 s"), "{why}");
-    assert!(item(&report, "journal-mode")["why"]
-        .as_str()
-        .expect("why")
-        .contains("journal mode wal"));
+    let wait = why(&report, "transaction-wait");
+    assert!(wait.contains("SQLiteTransactionWait is 20 s"), "{wait}");
+    assert!(wait.contains("request_terminate_timeout = 30 s"), "{wait}");
+    assert!(wait.contains("requestTimeout = 45 s"), "{wait}");
+    assert!(why(&report, "journal-mode").contains("journal mode wal"));
 
     // The text report: one line per item, and the same outcome.
-    let out = run(&[
-        "check",
-        "--site",
-        site.root.to_str().expect("utf-8"),
-        "--fpm-pool",
-        site.pool.to_str().expect("utf-8"),
-    ]);
+    let out = check(&site, false);
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("transaction-wait"), "{text}");
@@ -171,23 +182,20 @@ fn a_site_with_every_problem_fails_each_item_and_exits_3() {
     )
     .expect("overwrite");
     let (code, report) = check_json(&site);
-    for name in [
-        "transaction-wait",
-        "old-value-60",
-        "maintenance",
-        "busy-log",
-        "journal-mode",
-    ] {
-        assert_eq!(result_of(&report, name), "fail", "{name}: {report:#}");
-    }
+    assert_results(
+        &report,
+        &[
+            "transaction-wait",
+            "old-value-60",
+            "maintenance",
+            "busy-log",
+            "journal-mode",
+        ],
+        "fail",
+    );
     assert_eq!(code, Some(3), "a failed item exits 3: {report:#}");
     assert_eq!(report["failed"], 5);
-    let why = |name| {
-        item(&report, name)["why"]
-            .as_str()
-            .expect("why")
-            .to_string()
-    };
+    let why = |name| why(&report, name);
     assert!(
         why("old-value-60").contains("settings/override/site.ini.append.php:6"),
         "{}",
@@ -251,16 +259,7 @@ fn a_directory_that_is_not_a_site_is_one_line_and_a_json_error() {
         dir.path().to_str().expect("utf-8"),
         "--json",
     ]);
-    let line = assert_one_line_error(&out);
-    let doc: serde_json::Value =
-        serde_json::from_slice(&out.stdout).expect("a JSON error object on stdout");
-    assert_eq!(
-        format!(
-            "writerlock: {}",
-            doc["error"]["message"].as_str().expect("message")
-        ),
-        line
-    );
+    assert_json_error(&out);
 }
 
 #[test]
@@ -272,8 +271,6 @@ fn a_symlink_loop_in_the_settings_is_not_followed() {
     assert_eq!(code, Some(0), "{report:#}");
     assert_eq!(result_of(&report, "transaction-wait"), "pass", "{report:#}");
     // Read once, not once per trip around the loop.
-    let why = item(&report, "transaction-wait")["why"]
-        .as_str()
-        .expect("why");
-    assert_eq!(why.matches("requestTimeout = 45 s").count(), 1, "{why}");
+    let wait = why(&report, "transaction-wait");
+    assert_eq!(wait.matches("requestTimeout = 45 s").count(), 1, "{wait}");
 }

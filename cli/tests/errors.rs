@@ -40,17 +40,8 @@ fn an_unreachable_server_is_one_line_without_the_password() {
         .env("WRITERLOCK_DATABASE_URL", &url)
         .output()
         .expect("run");
-    let line = assert_one_line_error(&out);
     // --json: the same text as a JSON error object on stdout.
-    let doc: serde_json::Value =
-        serde_json::from_slice(&out.stdout).expect("a JSON error object on stdout");
-    assert_eq!(
-        format!(
-            "writerlock: {}",
-            doc["error"]["message"].as_str().expect("message")
-        ),
-        line
-    );
+    let (_, doc) = assert_json_error(&out);
     assert_eq!(doc["error"]["exit_status"], 1);
     assert_secret_hidden(&out);
 }

@@ -28,7 +28,7 @@ fn settings_are_shown_in_effect() {
             .unwrap_or_else(|| panic!("{name} missing from {report}"))
             .clone()
     };
-    // The seed's expected SHOW output.
+    // The ledger spec's expected SHOW output.
     for (name, value) in [
         ("lock_timeout", "10s"),
         ("idle_in_transaction_session_timeout", "15s"),

@@ -352,23 +352,8 @@ fn json_errors_are_a_json_object_with_the_same_text() {
         vec!["status", dir.path().to_str().expect("utf-8"), "--json"],
         vec!["status", "--json", "--no-such-flag"],
     ] {
-        let out = run(&args);
-        let line = assert_one_line_error(&out);
-        let doc: serde_json::Value = serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|e| panic!("{args:?}: no JSON on stdout ({e})"));
-        assert_eq!(
-            format!(
-                "writerlock: {}",
-                doc["error"]["message"].as_str().expect("message")
-            ),
-            line,
-            "{args:?}"
-        );
-        assert_eq!(
-            doc["error"]["exit_status"].as_i64(),
-            out.status.code().map(i64::from),
-            "{args:?}"
-        );
+        println!("writerlock {args:?}");
+        assert_json_error(&run(&args));
     }
 }
 

@@ -68,6 +68,32 @@ pub fn assert_one_line_error(out: &Output) -> String {
     lines[0].to_string()
 }
 
+/// Asserts that a `--json` command failed with one line on stderr and the same text as a JSON
+/// error object on stdout (`{"error": {"message": ..., "exit_status": ...}}`, the status the
+/// command exited with); returns the stderr line and the object.
+pub fn assert_json_error(out: &Output) -> (String, serde_json::Value) {
+    let line = assert_one_line_error(out);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "no JSON error object on stdout ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    });
+    assert_eq!(
+        format!(
+            "writerlock: {}",
+            doc["error"]["message"].as_str().expect("message")
+        ),
+        line
+    );
+    assert_eq!(
+        doc["error"]["exit_status"].as_i64(),
+        out.status.code().map(i64::from),
+        "{doc}"
+    );
+    (line, doc)
+}
+
 /// Polls `f` until it returns `Some`, or panics with `what` after `limit`.
 pub fn eventually<T>(limit: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
     let start = Instant::now();
