@@ -263,7 +263,9 @@ impl From<pg::Error> for wl_error {
             E::Closed { .. } => wl_result::WL_PG_CLOSED,
             E::RolledBack => wl_result::WL_PG_ROLLED_BACK,
             E::CommitOutcomeUnknown { .. } => wl_result::WL_PG_OUTCOME_UNKNOWN,
-            E::StartupOptionsRejected { .. } => wl_result::WL_PG_CONNECT,
+            E::StartupOptionsRejected { .. } | E::ConnectTimedOut { .. } => {
+                wl_result::WL_PG_CONNECT
+            }
             E::WriteEnded | E::Forked { .. } => wl_result::WL_STATE,
             E::ParameterCount { .. }
             | E::Parameter { .. }

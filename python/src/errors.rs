@@ -231,7 +231,8 @@ fn pg_kind<'py>(py: Python<'py>, err: &pg::Error) -> PyResult<(&'static str, Bou
         pg::Error::Closed { .. } => "closed",
         pg::Error::RolledBack => "rolled_back",
         pg::Error::CommitOutcomeUnknown { .. } => "outcome_unknown",
-        pg::Error::StartupOptionsRejected { address, .. } => {
+        pg::Error::StartupOptionsRejected { address, .. }
+        | pg::Error::ConnectTimedOut { address, .. } => {
             attrs.set_item("address", address)?;
             "connect"
         }

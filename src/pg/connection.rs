@@ -204,15 +204,9 @@ impl Connection {
         }
         match receiver.recv_timeout(limit) {
             Ok(result) => result,
-            Err(mpsc::RecvTimeoutError::Timeout) => Err(Error::Connect {
+            Err(mpsc::RecvTimeoutError::Timeout) => Err(Error::ConnectTimedOut {
                 address: address.to_string(),
-                reason: format!(
-                    "the connection set-up (TCP, TLS, authentication and the settings check) \
-                     did not finish within the connect timeout of {} s; the server or a pooler \
-                     in front of it accepted the connection but did not answer",
-                    crate::pg::settings::seconds_text(limit)
-                ),
-                code: None,
+                limit,
             }),
             Err(mpsc::RecvTimeoutError::Disconnected) => Err(Error::Driver {
                 reason: "the connection set-up ended without a result".to_string(),

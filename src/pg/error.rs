@@ -66,6 +66,22 @@ pub enum Error {
         code: Option<SqlState>,
     },
 
+    /// The connection set-up did not finish within the connect timeout.
+    #[error(
+        "could not connect to the ledger database at {address}: the connection set-up (TCP, \
+         TLS, authentication and the settings check) did not finish within the connect \
+         timeout of {} s; something at that address accepted the connection but did not \
+         answer: check that the server is not stopped or overloaded, and that a pooler in \
+         front of it can reach its server",
+        seconds_text(*.limit)
+    )]
+    ConnectTimedOut {
+        /// The address, without its password.
+        address: String,
+        /// The connect timeout.
+        limit: Duration,
+    },
+
     /// A startup setting did not take effect, typically because a connection pooler between
     /// the client and the server dropped the startup options.
     #[error(
@@ -326,6 +342,9 @@ impl Error {
             Error::CommitOutcomeUnknown { .. } => Some(&SqlState::TRANSACTION_RESOLUTION_UNKNOWN),
             Error::WriteEnded => Some(&SqlState::INVALID_TRANSACTION_STATE),
             Error::StartupOptionsRejected { .. } => Some(&SqlState::PROTOCOL_VIOLATION),
+            Error::ConnectTimedOut { .. } => {
+                Some(&SqlState::SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION)
+            }
             _ => None,
         }
     }
