@@ -484,6 +484,14 @@ impl PageRef {
     pub(crate) fn join(&self) -> Option<Place> {
         let layout = self.layout();
         let pid = crate::lockfiles::current_pid();
+        // Waiters passed over as stalled are invisible to the line; any of
+        // them that died since is reaped here (rare, so cheap).
+        for (index, slot) in self.slots().iter().enumerate() {
+            let ticket = slot.ticket.load(Ordering::Acquire);
+            if ticket != 0 && slot.skipped.load(Ordering::Acquire) != 0 && !self.alive(index) {
+                self.reap(index, ticket);
+            }
+        }
         for (index, slot) in layout.slots.iter().enumerate() {
             if slot
                 .pid
@@ -837,12 +845,20 @@ impl PageRef {
         !interrupted
     }
 
-    /// Live waiters on the page other than `place`.
+    /// Live waiters on the page other than `place`. A waiter passed over
+    /// as stalled that has since died is reaped here (nothing else looks
+    /// at passed-over slots until every slot is taken).
     fn others_waiting(&self, place: Place) -> bool {
-        self.slots()
-            .iter()
-            .enumerate()
-            .any(|(i, s)| i != place.index && s.ticket.load(Ordering::Acquire) != 0)
+        self.slots().iter().enumerate().any(|(i, s)| {
+            let ticket = s.ticket.load(Ordering::Acquire);
+            if i == place.index || ticket == 0 {
+                return false;
+            }
+            if s.skipped.load(Ordering::Acquire) != 0 && !self.alive(i) {
+                return !self.reap(i, ticket);
+            }
+            true
+        })
     }
 }
 

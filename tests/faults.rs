@@ -719,6 +719,11 @@ fn a_stopped_head_waiter_does_not_slow_the_others() {
         let (commits, head, db) = hot_loop_commits(3, run, true);
         with_stopped.push(commits);
         let head = head.expect("a stopped head");
+        // Passed over, it still holds its place on the page.
+        assert_eq!(
+            handoff::inspect(&queue_path(&db.path)).map(|s| s.waiters),
+            Some(1)
+        );
         // SAFETY: resuming our own child.
         unsafe { libc::kill(head, libc::SIGCONT) };
         assert_eq!(wait(head), 0, "the stopped writer did not get its turn");
@@ -730,6 +735,24 @@ fn a_stopped_head_waiter_does_not_slow_the_others() {
             .expect("count");
         assert_eq!(its, 1);
     }
+    // A passed-over waiter that dies while stopped is reaped by the next
+    // writer that joins the page.
+    let (_, head, db) = hot_loop_commits(1, Duration::from_millis(100), true);
+    assert_eq!(kill9(head.expect("a stopped head")), 128 + libc::SIGKILL);
+    let holder_pid = holder(&db.path, Strategy::Handoff);
+    let path = db.path.clone();
+    let waiter = fork(move || {
+        let queue = WriterQueue::new(&path);
+        i32::from(queue.take(BusyKind::Transaction, &wait_secs(10.0)).is_err())
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(
+        handoff::inspect(&queue_path(&db.path)).map(|s| s.waiters),
+        Some(1),
+        "the dead passed-over waiter still shows on the page"
+    );
+    assert_eq!(kill9(holder_pid), 128 + libc::SIGKILL);
+    assert_eq!(wait(waiter), 0);
     let normal_rate: i64 = normal.iter().sum();
     let stopped_rate: i64 = with_stopped.iter().sum();
     let ratio = stopped_rate as f64 / normal_rate.max(1) as f64;
