@@ -646,6 +646,63 @@ fn close_is_silent_and_pools_refuse_strangers() -> Result<(), String> {
     Ok(())
 }
 
+/// The TCP user timeout set on this process's socket whose local port is `port`.
+fn tcp_user_timeout_of_local_port(port: u16) -> Option<u32> {
+    for entry in std::fs::read_dir("/proc/self/fd").ok()?.flatten() {
+        let Ok(fd) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        // SAFETY: getsockname/getsockopt on a descriptor of this process, with buffers of
+        // the sizes passed.
+        unsafe {
+            let mut addr: libc::sockaddr_in = std::mem::zeroed();
+            let mut len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+            if libc::getsockname(fd, (&mut addr as *mut libc::sockaddr_in).cast(), &mut len) != 0
+                || i32::from(addr.sin_family) != libc::AF_INET
+                || u16::from_be(addr.sin_port) != port
+            {
+                continue;
+            }
+            let mut value: u32 = 0;
+            let mut size = std::mem::size_of::<u32>() as libc::socklen_t;
+            if libc::getsockopt(
+                fd,
+                libc::IPPROTO_TCP,
+                libc::TCP_USER_TIMEOUT,
+                (&mut value as *mut u32).cast(),
+                &mut size,
+            ) == 0
+            {
+                return Some(value);
+            }
+        }
+    }
+    None
+}
+
+/// Item: by default the client's socket carries a TCP user timeout of 60 s (the keepalive
+/// budget), so a write into a dead link fails after about a minute instead of the kernel's
+/// quarter of an hour of retransmissions; it is configurable like the other settings.
+fn the_client_socket_carries_the_tcp_user_timeout() -> Result<(), String> {
+    let db = Scratch::new("usertimeout");
+    for (settings, expected) in [(Settings::new(), 60_000), (quick(), 2_000)] {
+        let mut conn = Connection::connect(&db.url, &settings).expect("connect");
+        let rows = conn
+            .execute("SELECT inet_client_port()", &[])
+            .expect("client port");
+        let port = rows
+            .first()
+            .and_then(|r| r.get(0))
+            .and_then(Value::as_i64)
+            .and_then(|p| u16::try_from(p).ok())
+            .ok_or("skip: TEST_DATABASE_URL reaches the server over a Unix socket; the TCP user timeout applies to TCP")?;
+        let set = tcp_user_timeout_of_local_port(port);
+        println!("  client socket :{port}: TCP_USER_TIMEOUT {set:?} ms");
+        assert_eq!(set, Some(expected));
+    }
+    Ok(())
+}
+
 type Test = (&'static str, fn() -> Result<(), String>);
 
 fn main() {
@@ -665,6 +722,10 @@ fn main() {
         (
             "close_is_silent_and_pools_refuse_strangers",
             close_is_silent_and_pools_refuse_strangers,
+        ),
+        (
+            "the_client_socket_carries_the_tcp_user_timeout",
+            the_client_socket_carries_the_tcp_user_timeout,
         ),
         (
             "commit_whose_reply_is_lost_is_unknown",
