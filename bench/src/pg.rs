@@ -473,7 +473,7 @@ fn scenario6(url: &str, quick: bool, out: &Path, report: &mut Report) -> Result<
     let (dur, rounds) = if quick {
         (Duration::from_secs(1), 2)
     } else {
-        (Duration::from_secs(2), 5)
+        (Duration::from_secs(1), 9)
     };
     let programs = Programs::find(out);
     for writer in WRITERS {
