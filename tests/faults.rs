@@ -141,8 +141,10 @@ fn interrupted_wait(strategy: Strategy, statement: bool) {
         longest.as_secs_f64() * 1e3
     );
     assert!(late < Duration::from_millis(100), "ended {late:?} late");
+    // The code sleeps at most INTERRUPT_CHECK between checks; a loaded
+    // machine may wake it a little late.
     assert!(
-        median <= INTERRUPT_CHECK + Duration::from_millis(2),
+        median <= INTERRUPT_CHECK + Duration::from_millis(5),
         "checks every {median:?}"
     );
     assert!(!queue.holding(), "an interrupted wait took the turn");
@@ -495,8 +497,9 @@ fn a_page_from_before_a_reboot_does_not_block_a_free_lock() {
         // A writer that is not the first: joins behind nobody, and must
         // not wait out windows that end in three days.
         let took = grant(&db.path, &conn);
+        // Before the fix: busy after the whole 3 s limit (grant panics).
         assert!(
-            took < Duration::from_millis(50),
+            took < Duration::from_millis(500),
             "other boot {other_boot}: took {took:?}"
         );
         let snapshot = handoff::inspect(&queue_path(&db.path)).expect("a page");
@@ -554,7 +557,8 @@ fn a_writer_whose_clock_restarted_gets_a_free_lock() {
                 return 13;
             }
             let _ = queue.rollback(&conn);
-            if started.elapsed() > Duration::from_millis(50) {
+            // Before the fix: busy after the whole 3 s limit.
+            if started.elapsed() > Duration::from_millis(500) {
                 return 14;
             }
             0
