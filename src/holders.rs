@@ -34,6 +34,54 @@ pub struct FileLock {
     pub blocked: bool,
 }
 
+impl FileLock {
+    /// A held exclusive `flock()`: the writer lock's holder on a lock file.
+    pub fn is_exclusive_flock(&self) -> bool {
+        self.kind == LockKind::Flock && self.exclusive && !self.blocked
+    }
+
+    /// A held shared `flock()`: a waiting writer on a queue file.
+    pub fn is_shared_flock(&self) -> bool {
+        self.kind == LockKind::Flock && !self.exclusive && !self.blocked
+    }
+}
+
+/// A database's writer lock as `/proc/locks` shows it: the exclusive `flock()` on
+/// `<db>.writer-lock` and the shared ones on `<db>.writer-queue`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WriterLocks {
+    /// The process holding the exclusive `flock()` on the lock file, if any.
+    pub holder: Option<u32>,
+    /// The processes holding a shared `flock()` on the queue file (the waiting writers), in
+    /// the order `/proc/locks` lists them, which is not their arrival order.
+    pub waiters: Vec<u32>,
+    /// How many shared `flock()`s the queue file has, including those whose process is not
+    /// visible here (listed without a pid).
+    pub waiting: usize,
+    /// The processes blocked in a blocking `flock()` on the lock file (outside the queue's
+    /// protocol, which never blocks).
+    pub blocked: Vec<u32>,
+}
+
+impl WriterLocks {
+    /// Sorts the locks of the lock file and of the queue file ([`file_locks`] of each).
+    pub fn from_locks(lock_file: &[FileLock], queue_file: &[FileLock]) -> WriterLocks {
+        let waiting: Vec<&FileLock> = queue_file.iter().filter(|l| l.is_shared_flock()).collect();
+        WriterLocks {
+            holder: lock_file
+                .iter()
+                .find_map(|l| l.is_exclusive_flock().then_some(l.pid).flatten()),
+            waiters: waiting.iter().filter_map(|l| l.pid).collect(),
+            waiting: waiting.len(),
+            blocked: lock_file
+                .iter()
+                .filter(|l| l.blocked)
+                .filter_map(|l| l.pid)
+                .collect(),
+        }
+    }
+}
+
 /// The locks on the file at `path`, as `/proc/locks` lists them now.
 pub fn file_locks(path: &Path) -> io::Result<Vec<FileLock>> {
     let meta = fs::metadata(path)?;
@@ -87,23 +135,17 @@ fn parse(table: &str, dev: u64, ino: u64) -> Vec<FileLock> {
 
 /// The process holding the exclusive `flock()` on `path`, if any.
 pub fn flock_holder(path: &Path) -> Option<u32> {
-    file_locks(path).ok()?.into_iter().find_map(|l| {
-        (l.kind == LockKind::Flock && l.exclusive && !l.blocked)
-            .then_some(l.pid)
-            .flatten()
-    })
+    file_locks(path)
+        .ok()?
+        .into_iter()
+        .find_map(|l| l.is_exclusive_flock().then_some(l.pid).flatten())
 }
 
 /// How many holders of a shared `flock()` on `path` there are (waiting writers
 /// on a queue file).
 pub fn shared_flocks(path: &Path) -> usize {
     file_locks(path)
-        .map(|locks| {
-            locks
-                .iter()
-                .filter(|l| l.kind == LockKind::Flock && !l.exclusive && !l.blocked)
-                .count()
-        })
+        .map(|locks| locks.iter().filter(|l| l.is_shared_flock()).count())
         .unwrap_or(0)
 }
 

@@ -10,12 +10,15 @@
 //!   polling and yielding), [`handoff`] (the futex wake-up page), `polling`
 //!   (the driver's polling protocol, below both),
 //!   [`lockfiles`] (fork-safe descriptors), [`sqlite`] (the connection the
-//!   queue drives), [`holders`] (who holds a lock, from `/proc/locks`).
+//!   queue drives), [`holders`] (who holds a lock, from `/proc/locks`),
+//!   [`filesystem`] (whether `flock()` excludes every writer where the
+//!   database is).
 //! * The **Postgres writer session** ([`pg`]): connections that carry time
 //!   limits, a writer lock taken as each write's first statement, and a
 //!   writer floor that refuses writes from old code.
 
 pub mod error;
+pub mod filesystem;
 pub mod handoff;
 pub mod holders;
 pub mod lockfiles;

@@ -1021,7 +1021,7 @@ fn print_report(report: &Report) -> Result<(), CliError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::status::classify;
+    use writerlock::filesystem::classify;
 
     /// A network file system cannot be mounted in a test; the item's decision is checked on
     /// the classification `writerlock status` uses for it.

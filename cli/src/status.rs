@@ -10,16 +10,16 @@
 //! program, or counts left uneven by a writer killed while holding) the time is reported as
 //! unknown, with the holder process's age as an upper bound.
 
-use std::ffi::CString;
 use std::fs;
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
 use serde::Serialize;
-use writerlock::holders::{self, FileLock, LockKind};
+use writerlock::filesystem::FileSystem;
+pub use writerlock::filesystem::FsKind;
+use writerlock::holders::{self, FileLock, WriterLocks};
 use writerlock::lockfiles;
 
 use crate::duration::human;
@@ -118,25 +118,15 @@ pub struct FileSystemStatus {
     /// Its `statfs` magic number, in hex.
     pub magic: String,
     /// `local`, `network`, `fuse` or `unknown`.
+    #[serde(serialize_with = "kind_name")]
     pub kind: FsKind,
     /// The warning, when flock() may not exclude writers on other machines.
     pub warning: Option<String>,
 }
 
-/// What a file system's `flock()` guarantees.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum FsKind {
-    /// A local file system: `flock()` excludes every process on this machine, and only this
-    /// machine can open the file.
-    Local,
-    /// A network file system: other machines may write the database without seeing the
-    /// locks taken here.
-    Network,
-    /// A FUSE file system: its guarantees depend on the implementation.
-    Fuse,
-    /// A file system this tool does not know.
-    Unknown,
+/// Serializes a file system's kind as `local`, `network`, `fuse` or `unknown`.
+fn kind_name<S: serde::Serializer>(kind: &FsKind, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(kind.as_str())
 }
 
 /// The status of one database's writer lock.
@@ -209,21 +199,12 @@ fn inspect(db: &Path) -> Result<Status, CliError> {
     } else {
         Vec::new()
     };
-    let holder_pid = lock_locks.iter().find_map(|l| {
-        (l.kind == LockKind::Flock && l.exclusive && !l.blocked)
-            .then_some(l.pid)
-            .flatten()
-    });
-    let blocked: Vec<u32> = lock_locks
-        .iter()
-        .filter(|l| l.blocked)
-        .filter_map(|l| l.pid)
-        .collect();
-    let waiter_locks: Vec<&FileLock> = queue_locks
-        .iter()
-        .filter(|l| l.kind == LockKind::Flock && !l.exclusive && !l.blocked)
-        .collect();
-    let flock_waiters: Vec<u32> = waiter_locks.iter().filter_map(|l| l.pid).collect();
+    let WriterLocks {
+        holder: holder_pid,
+        waiters: flock_waiters,
+        waiting,
+        blocked,
+    } = WriterLocks::from_locks(&lock_locks, &queue_locks);
     let queue = order_waiters(&flock_waiters, &queue_path);
     let waiters: Vec<u32> = queue.iter().map(|w| w.pid).collect();
     let holder = holder_pid.map(|pid| describe_holder(pid, &lock_path, &queue_path));
@@ -246,7 +227,7 @@ fn inspect(db: &Path) -> Result<Status, CliError> {
             exists: queue_exists,
         },
         holder,
-        waiting: waiter_locks.len(),
+        waiting,
         waiters,
         queue,
         blocked,
@@ -497,93 +478,12 @@ fn page_hold(queue_path: &Path, holder: u32) -> PageHold {
 
 /// Classifies the file system the database (or its directory) is on.
 pub fn filesystem(db: &Path) -> FileSystemStatus {
-    let target = if db.exists() {
-        db.to_path_buf()
-    } else {
-        db.parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .map(Path::to_path_buf)
-            .unwrap_or_else(|| PathBuf::from("."))
-    };
-    let magic = statfs_magic(&target);
-    let (name, kind) = match magic {
-        Some(m) => classify(m),
-        None => ("unknown", FsKind::Unknown),
-    };
-    let warning = match kind {
-        FsKind::Local => None,
-        FsKind::Network => Some(format!(
-            "the database is on a network file system ({name}): flock() there does not \
-             exclude writers on other machines (it is local to each client, or emulated with \
-             byte-range locks the server may lose), so writers elsewhere can write at the \
-             same time and fail with \"database is locked\"; the queue is only correct on a \
-             local disk: move the database to one"
-        )),
-        FsKind::Fuse => Some(
-            "the database is on a FUSE file system: whether flock() excludes writers, and \
-             writers on other machines, depends on its implementation; the queue is only \
-             known to be correct on a local disk"
-                .to_string(),
-        ),
-        FsKind::Unknown => Some(format!(
-            "the database is on a file system writerlock does not know ({}): the queue is \
-             only correct where flock() excludes every writer, that is on a local disk; \
-             check that this one is",
-            magic
-                .map(|m| format!("magic 0x{m:x}"))
-                .unwrap_or_else(|| "statfs failed".into())
-        )),
-    };
+    let fs = FileSystem::of_database(db);
     FileSystemStatus {
-        name: name.to_string(),
-        magic: magic.map(|m| format!("0x{m:x}")).unwrap_or_default(),
-        kind,
-        warning,
-    }
-}
-
-fn statfs_magic(path: &Path) -> Option<u64> {
-    let c_path = CString::new(path.as_os_str().as_bytes()).ok()?;
-    // SAFETY: zeroed statfs is a valid out buffer; the path is NUL-terminated.
-    let mut buf: libc::statfs = unsafe { std::mem::zeroed() };
-    let rc = unsafe { libc::statfs(c_path.as_ptr(), &mut buf) };
-    // f_type is a signed word on some targets; the magic numbers are 32-bit.
-    (rc == 0).then_some(buf.f_type as u64 & 0xffff_ffff)
-}
-
-/// The name and kind of a file system from its `statfs` magic number.
-pub fn classify(magic: u64) -> (&'static str, FsKind) {
-    use FsKind::{Fuse, Local, Network};
-    match magic {
-        0x6969 => ("nfs", Network),
-        0x517B => ("smb", Network),
-        0xFF53_4D42 => ("cifs", Network),
-        0xFE53_4D42 => ("smb2", Network),
-        0x00C3_6400 => ("ceph", Network),
-        0x5346_414F | 0x6B41_4653 => ("afs", Network),
-        0x7375_7245 => ("coda", Network),
-        0x0102_1997 => ("9p", Network),
-        0x0116_1970 => ("gfs2", Network),
-        0x7461_636F => ("ocfs2", Network),
-        0x0BD0_0BD0 => ("lustre", Network),
-        0x2011_BAB0 => ("exfat", Local),
-        0x6573_5546 => ("fuse", Fuse),
-        0xEF53 => ("ext2/3/4", Local),
-        0x5846_5342 => ("xfs", Local),
-        0x9123_683E => ("btrfs", Local),
-        0x0102_1994 => ("tmpfs", Local),
-        0x8584_58F6 => ("ramfs", Local),
-        0x794C_7630 => ("overlayfs", Local),
-        0x2FC1_2FC1 => ("zfs", Local),
-        0xF2F5_2010 => ("f2fs", Local),
-        0x5265_4973 => ("reiserfs", Local),
-        0x3153_464A => ("jfs", Local),
-        0x4D44 => ("vfat", Local),
-        0x5346_544E => ("ntfs", Local),
-        0x7366_746E => ("ntfs3", Local),
-        0xCAFE_4A11 => ("bpf", Local),
-        0x6462_6720 => ("debugfs", Local),
-        _ => ("unknown", FsKind::Unknown),
+        name: fs.name.to_string(),
+        magic: fs.magic_hex(),
+        kind: fs.kind,
+        warning: fs.warning(),
     }
 }
 
@@ -734,6 +634,7 @@ fn pid_list(pids: &[u32]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use writerlock::filesystem::classify;
 
     #[test]
     fn network_file_systems_warn() {

@@ -81,6 +81,10 @@ def test_python_m_writerlock_status_shows_the_holder_and_waiters(tmp_path: Path)
         as_json = json.loads(run_module(["status", db, "--json"], tmp_path).stdout)
         assert as_json["holder"]["pid"] == holder and as_json["waiting"] == 0
         assert as_json["holder"]["held_for_s"] is not None  # stamped on the hand-off page
+        fs = as_json["filesystem"]  # named and judged by the core, as the command does
+        assert fs["name"] and fs["magic"].startswith("0x"), fs
+        assert fs["kind"] in ("local", "network", "fuse", "unknown"), fs
+        assert (fs["warning"] is None) == (fs["kind"] == "local"), fs
         waiter = subprocess.Popen(
             [
                 sys.executable,
