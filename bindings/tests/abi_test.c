@@ -1168,6 +1168,12 @@ static void test_pg_lock_not_granted_and_pool(void) {
         CHECK(!wl_pg_in_transaction(c), "the pool handed out a connection inside a transaction");
         EXPECT_RC(WL_OK, wl_pg_write_begin(holder, NULL)); /* the lock was released */
         EXPECT_RC(WL_OK, wl_pg_rollback(holder));
+        /* A connection with other settings is not the pool's: refused (and closed). */
+        size_t idle = wl_pg_pool_idle_count(pool);
+        EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_pool_give(pool, holder));
+        CHECK_CONTAINS(last_message(), "this connection cannot go back to this pool");
+        CHECK(wl_pg_pool_idle_count(pool) == idle, "the pool kept a stranger");
+        holder = NULL;
         wl_pg_conn_free(c);
         wl_pg_pool_free(pool);
     }
