@@ -213,6 +213,8 @@ struct Settings {
     files: Vec<PathBuf>,
     /// Every `requestTimeout` found in any settings file (Velocity's worker timeout).
     request_timeouts: Vec<Setting>,
+    /// Settings files that exist but could not be read, with why: what they set is unknown.
+    unreadable: Vec<String>,
 }
 
 impl Settings {
@@ -246,7 +248,8 @@ impl Settings {
             collect_ini_files(&dir.join("settings"), &mut other);
         }
         for file in other {
-            if let Ok(text) = fs::read_to_string(&file) {
+            // A file that cannot be read is already in `unreadable` when it is a site.ini.
+            if let Ok(Some(text)) = read_settings_text(&file) {
                 settings.request_timeouts.extend(
                     parse_ini(&file, &text)
                         .into_iter()
@@ -258,12 +261,19 @@ impl Settings {
     }
 
     fn read_file(&mut self, file: &Path) -> Vec<Setting> {
-        match fs::read_to_string(file) {
-            Ok(text) => {
+        match read_settings_text(file) {
+            Ok(Some(text)) => {
                 self.files.push(file.to_path_buf());
                 parse_ini(file, &text)
             }
-            Err(_) => Vec::new(),
+            Ok(None) => Vec::new(),
+            Err(e) => {
+                self.unreadable.push(format!(
+                    "{} could not be read: {e}",
+                    relative(&self.site, file)
+                ));
+                Vec::new()
+            }
         }
     }
 
@@ -299,6 +309,17 @@ impl Settings {
 
     fn sources(&self) -> Vec<String> {
         self.files.iter().map(|f| relative(&self.site, f)).collect()
+    }
+}
+
+/// The text of a settings file, or `None` when there is none. Exponential's settings files
+/// may be in another charset than UTF-8 (`#?ini charset="iso-8859-1"?`): their keys and the
+/// values read here are ASCII, so other bytes are replaced rather than the file refused.
+fn read_settings_text(file: &Path) -> std::io::Result<Option<String>> {
+    match fs::read(file) {
+        Ok(bytes) => Ok(Some(String::from_utf8_lossy(&bytes).into_owned())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
     }
 }
 
@@ -532,6 +553,8 @@ fn transaction_wait(site: &Path, settings: &Settings, pools: &[PathBuf]) -> Item
             )),
         }
     }
+    // A settings file that could not be read may set the wait or a worker's timeout.
+    unreadable.extend(settings.unreadable.iter().cloned());
     let too_short: Vec<&Limit> = limits.iter().filter(|l| l.seconds <= wait).collect();
     if !too_short.is_empty() {
         let list: Vec<String> = too_short
@@ -557,7 +580,8 @@ fn transaction_wait(site: &Path, settings: &Settings, pools: &[PathBuf]) -> Item
             name,
             result: Outcome::CannotTell,
             why: format!(
-                "SQLiteTransactionWait is {} s ({wait_from}), but a timeout could not be read: {}",
+                "SQLiteTransactionWait is {} s ({wait_from}), but a setting or a timeout could \
+                 not be read: {}",
                 trim(wait),
                 unreadable.join("; ")
             ),
@@ -620,6 +644,18 @@ fn old_value(settings: &Settings) -> Item {
             name: "old-value-60",
             result: Outcome::CannotTell,
             why: "no site.ini or site.ini.append.php was found under settings/".into(),
+            sources,
+        };
+    }
+    if old.is_empty() && !settings.unreadable.is_empty() {
+        return Item {
+            name: "old-value-60",
+            result: Outcome::CannotTell,
+            why: format!(
+                "no settings file read sets SQLiteTransactionWait=60, but {}: check it for the \
+                 old value",
+                settings.unreadable.join("; ")
+            ),
             sources,
         };
     }
@@ -754,9 +790,11 @@ fn busy_log(site: &Path) -> Item {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Item {
                 name,
-                result: Outcome::Pass,
+                result: Outcome::CannotTell,
                 why: format!(
-                    "{} does not exist: nothing was logged, so no \"database is busy\"",
+                    "{} does not exist: the site logs elsewhere (a [FileSettings] VarDir of its \
+                     own) or has logged nothing yet; run grep -c \"database is busy\" on the \
+                     error.log it writes",
                     relative(site, &log)
                 ),
                 sources,

@@ -274,3 +274,60 @@ fn a_symlink_loop_in_the_settings_is_not_followed() {
     let wait = why(&report, "transaction-wait");
     assert_eq!(wait.matches("requestTimeout = 45 s").count(), 1, "{wait}");
 }
+
+#[test]
+fn a_latin1_override_is_read_not_skipped() {
+    // Exponential's settings files may be in ISO-8859-1: a byte that is not UTF-8 must not
+    // hide the old value 60 (read as text, such a file used to be skipped: a false pass).
+    let site = site("20", "30s", QUIET_ERRORS, QUIET_CRON);
+    let mut text =
+        b"<?php /* #?ini charset=\"iso-8859-1\"?\n\n[SiteSettings]\nSiteName=Caf\xe9\n\n\
+                     [DatabaseSettings]\nSQLiteTransactionWait=60\n*/ ?>\n"
+            .to_vec();
+    text.extend_from_slice(b"\n");
+    fs::write(
+        site.root
+            .join("settings/siteaccess/admin/site.ini.append.php"),
+        text,
+    )
+    .expect("write the Latin-1 override");
+    let (code, report) = check_json(&site);
+    assert_eq!(result_of(&report, "old-value-60"), "fail", "{report:#}");
+    assert!(
+        why(&report, "old-value-60").contains("settings/siteaccess/admin/site.ini.append.php:7"),
+        "{report:#}"
+    );
+    assert_eq!(code, Some(3), "{report:#}");
+}
+
+#[test]
+fn an_unreadable_settings_file_is_cannot_tell_not_pass() {
+    // A settings file that exists but cannot be read (here a directory where the override
+    // should be; as root, permissions would not stop the read) may set anything.
+    let site = site("20", "30s", QUIET_ERRORS, QUIET_CRON);
+    let admin = site
+        .root
+        .join("settings/siteaccess/admin/site.ini.append.php");
+    fs::remove_file(&admin).expect("rm");
+    fs::create_dir(&admin).expect("a directory in its place");
+    let (code, report) = check_json(&site);
+    assert_results(
+        &report,
+        &["old-value-60", "transaction-wait"],
+        "cannot tell",
+    );
+    assert!(
+        why(&report, "old-value-60").contains("site.ini.append.php could not be read"),
+        "{report:#}"
+    );
+    assert_eq!(code, Some(0), "cannot tell is not a failure: {report:#}");
+}
+
+#[test]
+fn a_missing_error_log_is_cannot_tell_not_pass() {
+    let site = site("20", "30s", QUIET_ERRORS, QUIET_CRON);
+    fs::remove_file(site.root.join("var/log/error.log")).expect("rm");
+    let (_, report) = check_json(&site);
+    assert_eq!(result_of(&report, "busy-log"), "cannot tell", "{report:#}");
+    assert!(why(&report, "busy-log").contains("VarDir"), "{report:#}");
+}
