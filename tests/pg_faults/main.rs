@@ -703,6 +703,105 @@ fn the_client_socket_carries_the_tcp_user_timeout() -> Result<(), String> {
     Ok(())
 }
 
+/// The README's stopped client: a process stopped (SIGSTOP) while it holds the writer lock
+/// is ended by the server after the idle limit, the next writer commits, nothing of the
+/// stopped transaction is written, and once resumed its next call fails as an ended session.
+fn a_stopped_client_holding_the_lock_is_ended_and_the_next_writer_commits() -> Result<(), String> {
+    let db = Scratch::new("stopped");
+    drop(prepare(&db.url));
+    let (read_fd, write_fd) = {
+        let mut fds = [0; 2];
+        // SAFETY: pipe(2) with a two-element array.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0, "pipe");
+        (fds[0], fds[1])
+    };
+    let url = db.url.clone();
+    // SAFETY: the child only runs the closure below and `_exit`s.
+    let child = unsafe { libc::fork() };
+    assert!(child >= 0, "fork failed");
+    if child == 0 {
+        let code = std::panic::catch_unwind(|| {
+            let mut conn = Connection::connect(&url, &quick()).expect("child connects");
+            conn.begin_write().expect("child takes the lock");
+            conn.execute("INSERT INTO rows VALUES (8, 1, 'stopped')", &[])
+                .expect("child inserts");
+            // SAFETY: one byte to the parent, then stop this process until SIGCONT.
+            unsafe {
+                libc::write(write_fd, b"x".as_ptr().cast(), 1);
+                libc::raise(libc::SIGSTOP);
+            }
+            match conn.commit() {
+                Err(Error::SessionEnded { .. }) => 0,
+                Err(Error::Closed { .. }) => 0,
+                _ => 1,
+            }
+        })
+        .unwrap_or(101);
+        // SAFETY: end the child without the parent's destructors.
+        unsafe { libc::_exit(code) };
+    }
+    /// Kills and reaps the stopped child should the test fail before it resumes it.
+    struct Reap(Option<i32>);
+    impl Drop for Reap {
+        fn drop(&mut self) {
+            if let Some(pid) = self.0.take() {
+                // SAFETY: kill and reap the child this test forked and has not reaped.
+                unsafe {
+                    libc::kill(pid, libc::SIGKILL);
+                    libc::waitpid(pid, std::ptr::null_mut(), 0);
+                }
+            }
+        }
+    }
+    let mut reap = Reap(Some(child));
+    let mut byte = [0u8; 1];
+    // SAFETY: read one byte from the pipe the child writes once it holds the lock.
+    let n = unsafe { libc::read(read_fd, byte.as_mut_ptr().cast(), 1) };
+    assert_eq!(n, 1, "the child never took the lock");
+    let started = Instant::now();
+    let mut next = Connection::connect(&db.url, &quick()).expect("next writer");
+    let mut write = next
+        .write()
+        .expect("the next writer gets the lock once the server ends the stopped one");
+    write
+        .execute("INSERT INTO rows VALUES (8, 2, 'next')", &[])
+        .expect("insert");
+    write.commit().expect("the next writer commits");
+    let waited = started.elapsed();
+    println!(
+        "  the next writer committed after {:.1} s (idle limit 3 s)",
+        waited.as_secs_f64()
+    );
+    // SAFETY: resume and reap the child this test forked.
+    let status = unsafe {
+        libc::kill(child, libc::SIGCONT);
+        let mut status = 0;
+        libc::waitpid(child, &mut status, 0);
+        reap.0 = None;
+        libc::close(read_fd);
+        libc::close(write_fd);
+        status
+    };
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "the resumed child did not see its session ended: status {status}"
+    );
+    assert!(waited >= Duration::from_secs(2), "{waited:?}");
+    assert!(waited < Duration::from_secs(20), "{waited:?}");
+    let rows = next
+        .execute(
+            "SELECT string_agg(tag, ',') FROM rows WHERE writer = 8",
+            &[],
+        )
+        .expect("rows");
+    assert_eq!(
+        rows.first().and_then(|r| r.get(0)).and_then(Value::as_str),
+        Some("next"),
+        "nothing of the stopped transaction is written"
+    );
+    Ok(())
+}
+
 type Test = (&'static str, fn() -> Result<(), String>);
 
 fn main() {
@@ -726,6 +825,10 @@ fn main() {
         (
             "the_client_socket_carries_the_tcp_user_timeout",
             the_client_socket_carries_the_tcp_user_timeout,
+        ),
+        (
+            "a_stopped_client_holding_the_lock_is_ended_and_the_next_writer_commits",
+            a_stopped_client_holding_the_lock_is_ended_and_the_next_writer_commits,
         ),
         (
             "commit_whose_reply_is_lost_is_unknown",
