@@ -708,6 +708,17 @@ impl PageRef {
         }
     }
 
+    /// Marks activity just before the `flock()` is dropped, so that until
+    /// [`PageRef::note_released`] says how the lock was left, no waiter
+    /// behind the head mistakes the free lock for one the head left
+    /// untaken (and passes the head over).
+    pub(crate) fn note_releasing(&self) {
+        self.layout()
+            .header
+            .active_at_us
+            .store(now_us(), Ordering::Release);
+    }
+
     /// Records a release (after the `flock()` was dropped). A writer whose
     /// slice has turns left keeps the lock for [`COMEBACK`] without waking
     /// anyone (but the head, ahead of the slice's end); any other release

@@ -269,6 +269,9 @@ impl WriterQueue {
         let mut result = Ok(true);
         let leaving = st.leaving();
         if let Some(files) = st.files.as_ref() {
+            if let Some(page) = st.page.as_ref() {
+                page.as_ref().note_releasing();
+            }
             if let Err(source) = lockfiles::unlock(files.lock.fd()) {
                 result = Err(Error::Flock {
                     path: files.lock.path().to_path_buf(),
