@@ -158,7 +158,24 @@ fn restart_during_a_write_and_with_idle_pooled_connections() -> Result<(), Strin
             &[Value::from(format!("restart {mode}"))],
         )
         .expect("insert");
+        // A second write open across the restart, whose next statement is not COMMIT.
+        let mut other = Connection::connect(&cluster.url, &quick()).expect("connect");
+        other.begin().expect("begin");
         cluster.restart(mode);
+        let lost = other
+            .execute("INSERT INTO rows VALUES (3, 3, 'never')", &[])
+            .expect_err("the session did not survive the restart");
+        println!("  -m {mode}: statement: {lost}");
+        assert!(lost.is_connection_lost(), "{lost:?}");
+        assert!(
+            !matches!(lost, Error::CommitOutcomeUnknown { .. }),
+            "{lost:?}"
+        );
+        let again = other
+            .commit()
+            .expect_err("nothing to commit on a lost session");
+        assert!(matches!(again, Error::Closed { .. }), "{again:?}");
+        assert!(again.to_string().contains("rolled back"), "{again}");
         let err = conn
             .commit()
             .expect_err("the session did not survive the restart");
