@@ -15,7 +15,7 @@ import sqlite3
 import sys
 import tempfile
 import time
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from . import WriterQueue, __version__, _native
 
@@ -249,24 +249,23 @@ def print_demo(results: List[Dict[str, Any]]) -> None:
             print(f"{r['mode']}: {text}")
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if not 1 <= value <= 1024:
-        raise argparse.ArgumentTypeError(f"{value} is out of range: give 1 to 1024")
-    return value
+def _whole_number(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: a whole number from ``low`` to ``high``, or a message saying so."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value} is out of range: give {low} to {high}")
+        return value
+
+    return parse
 
 
-def _non_negative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if not 0 <= value <= 600_000:
-        raise argparse.ArgumentTypeError(f"{value} is out of range: give 0 to 600000")
-    return value
+_positive = _whole_number(1, 1024)
+_non_negative = _whole_number(0, 600_000)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
