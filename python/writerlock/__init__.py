@@ -59,13 +59,16 @@ CLI_TRANSACTION_WAIT: float = _native.CLI_TRANSACTION_WAIT
 BUSY_TIMEOUT: float = _native.BUSY_TIMEOUT
 #: The command line's wait of a single write statement, seconds.
 CLI_BUSY_TIMEOUT: float = _native.CLI_BUSY_TIMEOUT
-#: The setting a transaction's busy message names by default.
+#: Exponential's driver's setting for a transaction's wait, as its busy messages name it. Pass
+#: it as ``setting=`` to get the driver's exact text; by default a busy message names the
+#: ``wait`` argument.
 TRANSACTION_SETTING: str = _native.TRANSACTION_SETTING
-#: The setting named on the command line for a transaction.
+#: The driver's setting for a transaction's wait on the command line (``setting=``).
 CLI_TRANSACTION_SETTING: str = _native.CLI_TRANSACTION_SETTING
-#: The setting a statement's busy message names by default.
+#: Exponential's driver's setting for a single statement's wait (``setting=``; by default a
+#: busy message names the ``wait`` argument).
 BUSY_SETTING: str = _native.BUSY_SETTING
-#: The setting named on the command line for a statement.
+#: The driver's setting for a single statement's wait on the command line (``setting=``).
 CLI_BUSY_SETTING: str = _native.CLI_BUSY_SETTING
 #: The lock file's suffix: ``<database>.writer-lock``.
 LOCK_SUFFIX: str = _native.LOCK_SUFFIX
