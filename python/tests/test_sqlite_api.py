@@ -22,13 +22,14 @@ import pytest
 
 import writerlock
 from test_sqlite_queue import (
-    HERE,
     STATEMENT_BUSY,
     TRANSACTION_BUSY,
     connect,
     count,
     holder_process,
+    let_holder_go,
     lock_is_held,
+    start_holder,
 )
 from workers import setup_database
 
@@ -214,25 +215,16 @@ def test_turn_holds_the_writer_turn_for_code_that_runs_its_own_begin(db: str) ->
 
 def test_turn_waits_for_a_writer_in_another_process(db: str) -> None:
     q = writerlock.WriterQueue(db)
-    proc = subprocess.Popen(
-        [sys.executable, str(HERE / "workers.py"), "hold", db],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=str(HERE),
-    )
+    proc, _ = start_holder(db)
     sent: List[float] = []
 
     def let_go() -> None:  # the holder commits once it reads a line
         time.sleep(0.5)
         sent.append(time.monotonic())
-        assert proc.stdin is not None
-        proc.stdin.write("\n")
-        proc.stdin.flush()
+        let_holder_go(proc)
 
     try:
         assert proc.stdout is not None
-        assert proc.stdout.readline().startswith("holding ")
         releaser = threading.Thread(target=let_go)
         releaser.start()
         with q.turn(wait=10.0) as turn:

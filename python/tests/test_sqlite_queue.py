@@ -73,9 +73,9 @@ def lock_is_held(path: str) -> bool:
         os.close(fd)
 
 
-@contextmanager
-def holder_process(path: str) -> Iterator[int]:
-    """Another process holding the writer turn until the block ends; yields its pid."""
+def start_holder(path: str) -> "Tuple[subprocess.Popen[str], int]":
+    """Starts another process that holds the writer turn until it reads a line; returns it and
+    its pid once it holds the turn (or kills it and fails)."""
     proc = subprocess.Popen(
         [sys.executable, str(HERE / "workers.py"), "hold", path],
         stdin=subprocess.PIPE,
@@ -87,9 +87,28 @@ def holder_process(path: str) -> Iterator[int]:
         assert proc.stdout is not None and proc.stdin is not None
         line = proc.stdout.readline()
         assert line.startswith("holding "), line
-        yield int(line.split()[1])
-        proc.stdin.write("\n")
-        proc.stdin.flush()
+        return proc, int(line.split()[1])
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+
+
+def let_holder_go(proc: "subprocess.Popen[str]") -> None:
+    """Tells a process from :func:`start_holder` to commit and give the turn back."""
+    assert proc.stdin is not None
+    proc.stdin.write("\n")
+    proc.stdin.flush()
+
+
+@contextmanager
+def holder_process(path: str) -> Iterator[int]:
+    """Another process holding the writer turn until the block ends; yields its pid."""
+    proc, pid = start_holder(path)
+    try:
+        yield pid
+        let_holder_go(proc)
+        assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "released"
         assert proc.wait(timeout=10) == 0
     finally:
