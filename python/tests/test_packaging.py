@@ -129,6 +129,17 @@ def test_python_m_writerlock_status_refuses_bad_paths(tmp_path: Path) -> None:
     assert done.returncode == 2 and "out of range" in done.stderr, done.stderr
 
 
+def test_python_m_writerlock_json_errors_are_a_json_object_with_the_same_text(tmp_path: Path) -> None:
+    # As the writerlock command does: a script reading stdout gets a document either way.
+    (tmp_path / "text.db").write_text("not a database")
+    for path, status in ((tmp_path / "missing.db", 2), (tmp_path / "text.db", 2)):
+        done = run_module(["status", str(path), "--json"], tmp_path)
+        assert done.returncode == status, done.stderr
+        error = json.loads(done.stdout)["error"]
+        assert done.stderr == f"python -m writerlock status: {error['message']}\n", done.stderr
+        assert error["exit_status"] == status
+
+
 def test_python_m_writerlock_demo_commits_every_queued_publish(tmp_path: Path) -> None:
     done = run_module(
         ["demo", "--processes", "6", "--writes", "2", "--hold-ms", "2", "--json"], tmp_path

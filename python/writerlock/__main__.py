@@ -291,10 +291,23 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         "hold, write it back) on a temporary database, through the queue, with a deferred "
         "BEGIN and with BEGIN IMMEDIATE, and compares what committed.",
     )
-    de.add_argument("--processes", type=_positive, default=64)
-    de.add_argument("--writes", type=_positive, default=3)
-    de.add_argument("--hold-ms", type=_non_negative, default=5)
-    de.add_argument("--busy-timeout-ms", type=_non_negative, default=5000)
+    de.add_argument(
+        "--processes", type=_positive, default=64, help="processes publishing at once (default 64)"
+    )
+    de.add_argument("--writes", type=_positive, default=3, help="publishes per process (default 3)")
+    de.add_argument(
+        "--hold-ms",
+        type=_non_negative,
+        default=5,
+        help="how long each publish holds its transaction, in ms (default 5)",
+    )
+    de.add_argument(
+        "--busy-timeout-ms",
+        type=_non_negative,
+        default=5000,
+        help="SQLite's busy timeout of each connection, the one wait of the plain and BEGIN "
+        "IMMEDIATE modes, in ms (default 5000)",
+    )
     de.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args(argv)
     try:
@@ -311,12 +324,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             else:
                 print_demo(results)
     except UsageError as err:
-        print(f"python -m writerlock {args.command}: {err}", file=sys.stderr)
-        return 2
+        return _failed(args, str(err), 2)
     except OSError as err:
-        print(f"python -m writerlock {args.command}: {err}", file=sys.stderr)
-        return 1
+        return _failed(args, str(err), 1)
     return 0
+
+
+def _failed(args: argparse.Namespace, message: str, exit_status: int) -> int:
+    """Reports a failure as the ``writerlock`` command does: one line on stderr, and with
+    ``--json`` the same text as a JSON error object on stdout; returns the exit status."""
+    print(f"python -m writerlock {args.command}: {message}", file=sys.stderr)
+    if args.json:
+        print(json.dumps({"error": {"message": message, "exit_status": exit_status}}))
+    return exit_status
 
 
 if __name__ == "__main__":
