@@ -261,6 +261,17 @@ impl Bouncer {
         format!("postgresql://postgres@127.0.0.1:{}/{db}", self.port)
     }
 
+    /// Kills PgBouncer with SIGKILL (a pooler that dies).
+    pub fn kill9(&mut self) {
+        // SAFETY: plain kill(2) on the PgBouncer this test started.
+        unsafe { libc::kill(self.pid, libc::SIGKILL) };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Path::new(&format!("/proc/{}", self.pid)).exists() && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(20));
+        }
+        self.pid = 0; // gone: Drop must not signal a pid the system may hand out again
+    }
+
     /// What PgBouncer logged.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("pgbouncer.log")).unwrap_or_default()
@@ -269,6 +280,9 @@ impl Bouncer {
 
 impl Drop for Bouncer {
     fn drop(&mut self) {
+        if self.pid <= 0 {
+            return;
+        }
         // SAFETY: plain kill(2) on the PgBouncer this test started (its pidfile's pid).
         unsafe { libc::kill(self.pid, libc::SIGTERM) };
         let deadline = Instant::now() + Duration::from_secs(5);

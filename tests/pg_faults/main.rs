@@ -819,6 +819,62 @@ fn a_stopped_client_holding_the_lock_is_ended_and_the_next_writer_commits() -> R
     Ok(())
 }
 
+/// The README's pooler that dies: through PgBouncer, a write whose pooler is killed fails
+/// as a lost connection (an unknown outcome for COMMIT), within a bounded time, and the
+/// server rolls it back.
+fn a_pooler_that_dies_mid_write_is_a_lost_connection() -> Result<(), String> {
+    let cluster = Cluster::start();
+    let mut plain = cluster.plain();
+    plain.batch_execute("CREATE DATABASE pooled").expect("db");
+    role_defaults(&mut plain, "pooled");
+    let direct = format!(
+        "{}/pooled",
+        cluster.url.rsplit_once('/').expect("a database").0
+    );
+    drop(prepare(&direct));
+    let mut bouncer = Bouncer::start(cluster.port, "session", true);
+    let url = bouncer.url("pooled");
+    let mut stmt = Connection::connect(&url, &quick()).expect("through the pooler");
+    let mut commit = Connection::connect(&url, &quick()).expect("through the pooler");
+    stmt.begin().expect("begin");
+    commit.begin_write().expect("write");
+    commit
+        .execute("INSERT INTO rows VALUES (9, 1, 'pooler died')", &[])
+        .expect("insert");
+    bouncer.kill9();
+    let outcome = within(Duration::from_secs(30), move || {
+        let a = stmt.execute("INSERT INTO rows VALUES (9, 2, 'x')", &[]);
+        let b = commit.commit();
+        (a, b)
+    });
+    let ((a, b), took) = outcome.ok_or("calls through a dead pooler hung past 30 s")?;
+    let a = a.expect_err("the pooler is gone");
+    let b = b.expect_err("the pooler is gone");
+    println!("  statement: {a}\n  commit: {b}");
+    assert!(a.is_connection_lost(), "{a:?}");
+    assert!(matches!(b, Error::CommitOutcomeUnknown { .. }), "{b:?}");
+    assert!(took < Duration::from_secs(10), "{took:?}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut check = Connection::connect(&direct, &quick()).expect("direct");
+    loop {
+        let rows = check
+            .execute("SELECT count(*) FROM rows WHERE writer = 9", &[])
+            .expect("count");
+        let n = rows.first().and_then(|r| r.get(0)).and_then(Value::as_i64);
+        assert_eq!(n, Some(0), "the server rolled the write back");
+        // The server's side ends too, which frees the writer lock.
+        match check.begin_write() {
+            Ok(_) => {
+                check.rollback().expect("rollback");
+                break;
+            }
+            Err(Error::LockNotGranted { .. }) if Instant::now() < deadline => continue,
+            Err(e) => return Err(format!("the writer lock stayed taken: {e}")),
+        }
+    }
+    Ok(())
+}
+
 type Test = (&'static str, fn() -> Result<(), String>);
 
 fn main() {
@@ -878,6 +934,10 @@ fn main() {
         (
             "writers_behind_pgbouncer_in_transaction_mode",
             writers_behind_pgbouncer_in_transaction_mode,
+        ),
+        (
+            "a_pooler_that_dies_mid_write_is_a_lost_connection",
+            a_pooler_that_dies_mid_write_is_a_lost_connection,
         ),
     ];
     let filters: Vec<String> = std::env::args()
