@@ -12,7 +12,8 @@
 //!   [`lockfiles`] (fork-safe descriptors), [`sqlite`] (the connection the
 //!   queue drives), [`holders`] (who holds a lock, from `/proc/locks`),
 //!   [`filesystem`] (whether `flock()` excludes every writer where the
-//!   database is).
+//!   database is), [`status`] (who holds and who waits now, for the status
+//!   commands).
 //! * The **Postgres writer session** ([`pg`]): connections that carry time
 //!   limits, a writer lock taken as each write's first statement, and a
 //!   writer floor that refuses writes from old code.
@@ -26,6 +27,7 @@ pub mod pg;
 mod polling;
 pub mod queue;
 pub mod sqlite;
+pub mod status;
 pub mod wait;
 
 pub use error::{Busy, BusyKind, Error, LockFileProblem, Result, SqliteFailure};

@@ -1,17 +1,9 @@
-//! `writerlock status DB`: who holds a database's writer lock and who waits, from
-//! `/proc/locks`, and whether the file system lets `flock()` exclude at all.
-//!
-//! How long the holder has held the lock: the kernel records no time for a `flock()`, and
-//! the lock file is never written, so its mtime says nothing. The one record is the
-//! hand-off page in `<db>.writer-queue`: every page-aware writer (this crate's default
-//! strategy) stamps the monotonic time of each acquisition and release there and counts
-//! both. When the counts show exactly one acquisition not yet released, the lock has been
-//! held since the last stamp. Otherwise (a holder that only uses `flock()`, such as another
-//! program, or counts left uneven by a writer killed while holding) the time is reported as
-//! unknown, with the holder process's age as an upper bound.
+//! `writerlock status DB`: who holds a database's writer lock and who waits, and whether
+//! the file system lets `flock()` exclude at all. The facts come from the core
+//! ([`writerlock::status::inspect`], which `python -m writerlock status` reads too, and
+//! which says how the hold time is known); this module checks the path and words them.
 
 use std::fs;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -19,7 +11,6 @@ use std::time::Duration;
 use serde::Serialize;
 use writerlock::filesystem::FileSystem;
 pub use writerlock::filesystem::FsKind;
-use writerlock::holders::{self, FileLock, WriterLocks};
 use writerlock::lockfiles;
 
 use crate::duration::human;
@@ -179,61 +170,62 @@ fn inspect(db: &Path) -> Result<Status, CliError> {
                 .to_string(),
         });
     }
-    let lock_path = lockfiles::lock_path(db);
-    let queue_path = lockfiles::queue_path(db);
-    let lock_exists = lock_path.exists();
-    let queue_exists = queue_path.exists();
-    if !db.exists() && !lock_exists {
+    if !db.exists() && !lockfiles::lock_path(db).exists() {
         return Err(CliError::NoDatabase {
             path: db.to_path_buf(),
         });
     }
     check_database_file(db)?;
-    let lock_locks = if lock_exists {
-        read_locks(&lock_path)?
-    } else {
-        Vec::new()
-    };
-    let queue_locks = if queue_exists {
-        read_locks(&queue_path)?
-    } else {
-        Vec::new()
-    };
-    let WriterLocks {
-        holder: holder_pid,
-        waiters: flock_waiters,
-        waiting,
-        blocked,
-    } = WriterLocks::from_locks(&lock_locks, &queue_locks);
-    let queue = order_waiters(&flock_waiters, &queue_path);
-    let waiters: Vec<u32> = queue.iter().map(|w| w.pid).collect();
-    let holder = holder_pid.map(|pid| describe_holder(pid, &lock_path, &queue_path));
-    let outside_queue = sqlite_writers(db, holder_pid);
-    let outside = outside_queue
-        .iter()
-        .map(|&pid| ProcessStatus {
-            pid,
-            command: cmdline(pid),
+    let found = writerlock::status::inspect(db).map_err(|e| CliError::Io {
+        what: "could not read the locks of",
+        path: e.path,
+        source: e.source,
+    })?;
+    let holder = found.holder.map(|h| HolderStatus {
+        pid: h.pid,
+        alive: h.alive,
+        command: h.command,
+        held_for_s: h.held_for.map(secs),
+        held_for_source: h.held_for_source,
+        process_age_s: h.process_age.map(secs),
+        descriptor_open_in: h.descriptor_open_in,
+    });
+    let queue: Vec<WaiterStatus> = found
+        .queue
+        .into_iter()
+        .map(|w| WaiterStatus {
+            pid: w.pid,
+            command: w.command,
+            waited_s: w.waited.map(secs),
+            ticket: w.ticket,
+            process_age_s: w.process_age.map(secs),
         })
         .collect();
     Ok(Status {
         database: db.display().to_string(),
         lock_file: LockFileStatus {
-            path: lock_path.display().to_string(),
-            exists: lock_exists,
+            path: found.lock_file.display().to_string(),
+            exists: found.lock_exists,
         },
         queue_file: LockFileStatus {
-            path: queue_path.display().to_string(),
-            exists: queue_exists,
+            path: found.queue_file.display().to_string(),
+            exists: found.queue_exists,
         },
         holder,
-        waiting,
-        waiters,
+        waiting: found.waiting,
+        waiters: queue.iter().map(|w| w.pid).collect(),
         queue,
-        blocked,
-        outside_queue,
-        outside,
-        filesystem: filesystem(db),
+        blocked: found.blocked,
+        outside_queue: found.outside.iter().map(|p| p.pid).collect(),
+        outside: found
+            .outside
+            .into_iter()
+            .map(|p| ProcessStatus {
+                pid: p.pid,
+                command: p.command,
+            })
+            .collect(),
+        filesystem: filesystem_status(&found.filesystem),
     })
 }
 
@@ -289,196 +281,12 @@ fn check_database_file(db: &Path) -> Result<(), CliError> {
     }
 }
 
-fn read_locks(path: &Path) -> Result<Vec<FileLock>, CliError> {
-    holders::file_locks(path).map_err(|source| CliError::Io {
-        what: "could not read the locks of",
-        path: path.to_path_buf(),
-        source,
-    })
-}
-
-/// The waiters `/proc/locks` shows (shared flocks on the queue file), oldest first: those
-/// with a slot on the hand-off page in ticket order with the time they waited, then the
-/// others (no page: Exponential's driver protocol, another program), oldest process first.
-fn order_waiters(flock_waiters: &[u32], queue_path: &Path) -> Vec<WaiterStatus> {
-    let page = writerlock::handoff::inspect(queue_path)
-        .map(|p| p.queue)
-        .unwrap_or_default();
-    let mut out: Vec<WaiterStatus> = Vec::new();
-    for w in &page {
-        if flock_waiters.contains(&w.pid) && !out.iter().any(|o| o.pid == w.pid) {
-            out.push(WaiterStatus {
-                pid: w.pid,
-                command: cmdline(w.pid),
-                waited_s: w.waited.map(secs),
-                ticket: Some(w.ticket),
-                process_age_s: process_age(w.pid).map(secs),
-            });
-        }
-    }
-    let mut rest: Vec<WaiterStatus> = flock_waiters
-        .iter()
-        .filter(|pid| !out.iter().any(|o| o.pid == **pid))
-        .map(|&pid| WaiterStatus {
-            pid,
-            command: cmdline(pid),
-            waited_s: None,
-            ticket: None,
-            process_age_s: process_age(pid).map(secs),
-        })
-        .collect();
-    rest.dedup_by_key(|w| w.pid);
-    // Oldest process first; unknown ages last.
-    rest.sort_by(|a, b| {
-        b.process_age_s
-            .unwrap_or(-1.0)
-            .total_cmp(&a.process_age_s.unwrap_or(-1.0))
-    });
-    out.extend(rest);
-    out
-}
-
-/// Exclusive POSIX locks (SQLite's RESERVED and beyond, or a WAL write lock) on the database
-/// and its `-wal`/`-shm`, by processes other than the queue's holder.
-fn sqlite_writers(db: &Path, holder: Option<u32>) -> Vec<u32> {
-    holders::sqlite_writers(db, holder.as_slice())
-}
-
-fn describe_holder(pid: u32, lock_path: &Path, queue_path: &Path) -> HolderStatus {
-    let alive = Path::new(&format!("/proc/{pid}")).exists();
-    let age = if alive { process_age(pid) } else { None };
-    let (held_for, source) = match page_hold(queue_path, pid) {
-        PageHold::Since(held) if age.is_none_or(|a| held <= a + Duration::from_secs(1)) => {
-            (Some(held), "handoff-page".to_string())
-        }
-        PageHold::Since(_) => (
-            None,
-            "unknown: the hand-off page's last acquisition predates the holder process".to_string(),
-        ),
-        PageHold::NotRecorded => (
-            None,
-            "unknown: the holder did not record its acquisition on the hand-off page (it \
-             takes the flock without the page)"
-                .to_string(),
-        ),
-        PageHold::NoPage => (
-            None,
-            "unknown: the kernel keeps no time for a flock() and the queue file has no \
-             hand-off page"
-                .to_string(),
-        ),
-    };
-    HolderStatus {
-        pid,
-        alive,
-        command: if alive { cmdline(pid) } else { None },
-        held_for_s: held_for.map(secs),
-        held_for_source: source,
-        process_age_s: age.map(secs),
-        descriptor_open_in: if alive {
-            Vec::new()
-        } else {
-            processes_with_open(lock_path)
-        },
-    }
-}
-
-/// `/proc/PID/cmdline`, arguments joined by spaces (quoted where they contain blanks).
-fn cmdline(pid: u32) -> Option<String> {
-    let raw = fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-    let args: Vec<String> = raw
-        .split(|b| *b == 0)
-        .filter(|a| !a.is_empty())
-        .map(|a| {
-            let s = String::from_utf8_lossy(a).into_owned();
-            if s.is_empty() || s.contains(char::is_whitespace) {
-                format!("'{}'", s.replace('\'', "'\\''"))
-            } else {
-                s
-            }
-        })
-        .collect();
-    (!args.is_empty()).then(|| args.join(" "))
-}
-
-/// How long ago the process started, from `/proc/PID/stat` (start time in clock ticks
-/// since boot) and `/proc/uptime`.
-fn process_age(pid: u32) -> Option<Duration> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after_comm = &stat[stat.rfind(')')? + 1..];
-    // Fields after the command: state is field 3, starttime field 22.
-    let start_ticks: f64 = after_comm.split_whitespace().nth(19)?.parse().ok()?;
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if hz <= 0 {
-        return None;
-    }
-    let uptime: f64 = fs::read_to_string("/proc/uptime")
-        .ok()?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()?;
-    let age = uptime - start_ticks / hz as f64;
-    (age >= 0.0).then(|| Duration::from_secs_f64(age))
-}
-
-/// Processes that have `path` open, from `/proc/*/fd`.
-fn processes_with_open(path: &Path) -> Vec<u32> {
-    let Ok(meta) = fs::metadata(path) else {
-        return Vec::new();
-    };
-    let mut pids = Vec::new();
-    let Ok(procs) = fs::read_dir("/proc") else {
-        return pids;
-    };
-    for entry in procs.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let Ok(fds) = fs::read_dir(entry.path().join("fd")) else {
-            continue;
-        };
-        if fds.flatten().any(|fd| {
-            fs::metadata(fd.path()).is_ok_and(|m| m.dev() == meta.dev() && m.ino() == meta.ino())
-        }) {
-            pids.push(pid);
-        }
-    }
-    pids
-}
-
-/// What the hand-off page says about the current hold.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum PageHold {
-    /// The holder recorded its acquisition on the page: held this long.
-    Since(Duration),
-    /// The page names no holder, or another one (the holder takes the flock
-    /// without the page, or a writer killed while holding left a stale stamp).
-    NotRecorded,
-    /// No page (a short queue file, or a foreign layout).
-    NoPage,
-}
-
-/// Reads the hold time from the hand-off page (`writerlock::handoff::inspect`),
-/// trusting it only when the page names the same pid `/proc/locks` shows.
-fn page_hold(queue_path: &Path, holder: u32) -> PageHold {
-    match writerlock::handoff::inspect(queue_path) {
-        None => PageHold::NoPage,
-        Some(page) => match (page.holder_pid, page.held_for) {
-            (Some(pid), Some(held)) if pid == holder => PageHold::Since(held),
-            _ => PageHold::NotRecorded,
-        },
-    }
-}
-
 /// Classifies the file system the database (or its directory) is on.
 pub fn filesystem(db: &Path) -> FileSystemStatus {
-    let fs = FileSystem::of_database(db);
+    filesystem_status(&FileSystem::of_database(db))
+}
+
+fn filesystem_status(fs: &FileSystem) -> FileSystemStatus {
     FileSystemStatus {
         name: fs.name.to_string(),
         magic: fs.magic_hex(),
