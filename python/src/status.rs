@@ -1,73 +1,101 @@
 //! `writerlock._native.lock_status`: who holds a database's writer lock and who waits, for
 //! `python -m writerlock status` (the package's own status, which needs no `writerlock`
-//! command on the machine). The facts come from the core, as for the command: `/proc/locks`
-//! through [`writerlock::holders`], the hold time from the hand-off page, and the file
-//! system with its warning from [`writerlock::filesystem`]; `writerlock/__main__.py` words
-//! them.
+//! command on the machine). The facts come from the core's [`writerlock::status::inspect`],
+//! as for the command, in the shape of the command's `--json` document;
+//! `writerlock/__main__.py` checks the path and words them.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+use std::time::Duration;
 
 use pyo3::exceptions::PyOSError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use writerlock::filesystem::FileSystem;
-use writerlock::holders::{self, FileLock, WriterLocks};
-use writerlock::lockfiles;
+use writerlock::status::{self, Holder, Process, Waiter};
 
-fn locks(path: &Path) -> PyResult<Vec<FileLock>> {
-    if !path.exists() {
-        return Ok(Vec::new());
-    }
-    holders::file_locks(path).map_err(|e| {
-        PyOSError::new_err(format!(
-            "could not read the locks on {} from /proc/locks: {e}",
-            path.display()
-        ))
-    })
+/// Seconds to the millisecond, as the command prints them.
+fn secs(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1000.0).round() / 1000.0
 }
 
-/// The writer lock of the database at `path` as a dict: `lock_file`, `queue_file` (paths),
-/// `lock_exists`, `queue_exists`, `holder` (pid or None), `held_for` (seconds, from the
-/// hand-off page, or None), `waiters` (pids with a shared flock on the queue file),
-/// `blocked` (pids in a blocking flock on the lock file), `outside_queue` (pids holding
-/// SQLite's write lock other than the holder) and the file system the database is on:
-/// `fs_magic` (statfs, or None), `fs_name`, `fs_kind` (`local`, `network`, `fuse` or
-/// `unknown`) and `fs_warning` (None on a local disk).
+fn holder_dict<'py>(py: Python<'py>, h: &Holder) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("pid", h.pid)?;
+    d.set_item("alive", h.alive)?;
+    d.set_item("command", h.command.as_deref())?;
+    d.set_item("held_for_s", h.held_for.map(secs))?;
+    d.set_item("held_for_source", &h.held_for_source)?;
+    d.set_item("process_age_s", h.process_age.map(secs))?;
+    d.set_item("descriptor_open_in", &h.descriptor_open_in)?;
+    Ok(d)
+}
+
+fn waiter_dict<'py>(py: Python<'py>, w: &Waiter) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("pid", w.pid)?;
+    d.set_item("command", w.command.as_deref())?;
+    d.set_item("waited_s", w.waited.map(secs))?;
+    d.set_item("ticket", w.ticket)?;
+    d.set_item("process_age_s", w.process_age.map(secs))?;
+    Ok(d)
+}
+
+fn process_dict<'py>(py: Python<'py>, p: &Process) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("pid", p.pid)?;
+    d.set_item("command", p.command.as_deref())?;
+    Ok(d)
+}
+
+/// The writer lock of the database at `path` as a dict, as `writerlock status --json` shows
+/// it: `lock_file` and `queue_file` (`{"path", "exists"}`), `holder` (None, or `pid`,
+/// `alive`, `command`, `held_for_s`, `held_for_source`, `process_age_s`,
+/// `descriptor_open_in`), `waiting` (how many), `waiters` (pids, oldest first), `queue` (the
+/// waiters oldest first: `pid`, `command`, `waited_s`, `ticket`, `process_age_s`), `blocked`
+/// (pids in a blocking flock on the lock file), `outside_queue` (pids holding SQLite's
+/// write lock other than the holder), `outside` (the same with `command`) and `filesystem`
+/// (`name`, `magic`, `kind`, `warning`). Reads only. Raises OSError when `/proc/locks`
+/// cannot be read.
 #[pyfunction]
 pub fn lock_status(py: Python<'_>, path: PathBuf) -> PyResult<Bound<'_, PyDict>> {
-    let lock_path = lockfiles::lock_path(&path);
-    let queue_path = lockfiles::queue_path(&path);
-    let (lock_locks, queue_locks) = (locks(&lock_path)?, locks(&queue_path)?);
-    let WriterLocks {
-        holder,
-        waiters,
-        blocked,
-        ..
-    } = WriterLocks::from_locks(&lock_locks, &queue_locks);
-    let held_for = holder.and_then(|pid| {
-        let page = writerlock::handoff::inspect(&queue_path)?;
-        (page.holder_pid == Some(pid))
-            .then_some(page.held_for)
-            .flatten()
-            .map(|d| d.as_secs_f64())
-    });
-    let except: Vec<u32> = holder.into_iter().collect();
-    let outside = holders::sqlite_writers(&path, &except);
-    let fs = FileSystem::of_database(&path);
+    let s = status::inspect(&path).map_err(|e| PyOSError::new_err(e.to_string()))?;
+    let file = |p: &PathBuf, exists: bool| -> PyResult<Bound<'_, PyDict>> {
+        let d = PyDict::new(py);
+        d.set_item("path", p.display().to_string())?;
+        d.set_item("exists", exists)?;
+        Ok(d)
+    };
     let out = PyDict::new(py);
-    out.set_item("lock_file", &lock_path)?;
-    out.set_item("queue_file", &queue_path)?;
-    out.set_item("lock_exists", lock_path.exists())?;
-    out.set_item("queue_exists", queue_path.exists())?;
-    out.set_item("holder", holder)?;
-    out.set_item("held_for", held_for)?;
-    out.set_item("waiters", waiters)?;
-    out.set_item("blocked", blocked)?;
-    out.set_item("outside_queue", outside)?;
-    out.set_item("fs_magic", fs.magic)?;
-    out.set_item("fs_name", fs.name)?;
-    out.set_item("fs_kind", fs.kind.as_str())?;
-    out.set_item("fs_warning", fs.warning())?;
+    out.set_item("lock_file", file(&s.lock_file, s.lock_exists)?)?;
+    out.set_item("queue_file", file(&s.queue_file, s.queue_exists)?)?;
+    out.set_item(
+        "holder",
+        s.holder.as_ref().map(|h| holder_dict(py, h)).transpose()?,
+    )?;
+    out.set_item("waiting", s.waiting)?;
+    out.set_item("waiters", s.queue.iter().map(|w| w.pid).collect::<Vec<_>>())?;
+    let queue = s
+        .queue
+        .iter()
+        .map(|w| waiter_dict(py, w))
+        .collect::<PyResult<Vec<_>>>()?;
+    out.set_item("queue", queue)?;
+    out.set_item("blocked", &s.blocked)?;
+    out.set_item(
+        "outside_queue",
+        s.outside.iter().map(|p| p.pid).collect::<Vec<_>>(),
+    )?;
+    let outside = s
+        .outside
+        .iter()
+        .map(|p| process_dict(py, p))
+        .collect::<PyResult<Vec<_>>>()?;
+    out.set_item("outside", outside)?;
+    let fs = PyDict::new(py);
+    fs.set_item("name", s.filesystem.name)?;
+    fs.set_item("magic", s.filesystem.magic_hex())?;
+    fs.set_item("kind", s.filesystem.kind.as_str())?;
+    fs.set_item("warning", s.filesystem.warning())?;
+    out.set_item("filesystem", fs)?;
     Ok(out)
 }

@@ -81,6 +81,7 @@ def test_python_m_writerlock_status_shows_the_holder_and_waiters(tmp_path: Path)
         as_json = json.loads(run_module(["status", db, "--json"], tmp_path).stdout)
         assert as_json["holder"]["pid"] == holder and as_json["waiting"] == 0
         assert as_json["holder"]["held_for_s"] is not None  # stamped on the hand-off page
+        assert as_json["holder"]["held_for_source"] == "handoff-page", as_json["holder"]
         fs = as_json["filesystem"]  # named and judged by the core, as the command does
         assert fs["name"] and fs["magic"].startswith("0x"), fs
         assert fs["kind"] in ("local", "network", "fuse", "unknown"), fs
@@ -108,6 +109,9 @@ def test_python_m_writerlock_status_shows_the_holder_and_waiters(tmp_path: Path)
                     break
                 time.sleep(0.05)
             assert as_json["waiters"] == [waiter.pid] and as_json["waiting"] == 1, as_json
+            # As `writerlock status --json`: the waiters oldest first, with their command lines.
+            (queued,) = as_json["queue"]
+            assert queued["pid"] == waiter.pid and "writerlock.WriterQueue" in queued["command"], queued
             done = run_module(["status", db], tmp_path)
             assert re.search(rf"^waiting\s+1 writer \(pid {waiter.pid}\)$", done.stdout, re.M), done.stdout
         finally:

@@ -19,40 +19,9 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from . import WriterQueue, __version__, _native
 
+
 class UsageError(Exception):
     """Bad input: printed as one line on stderr, exit status 2."""
-
-
-def _file_system(raw: Dict[str, Any]) -> Dict[str, Any]:
-    """The file system as the command shows it; the core names and judges it."""
-    magic = raw["fs_magic"]
-    return {
-        "name": raw["fs_name"],
-        "magic": f"0x{magic:x}" if magic is not None else "",
-        "kind": raw["fs_kind"],
-        "warning": raw["fs_warning"],
-    }
-
-
-def _command(pid: int) -> Optional[str]:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            raw = f.read()
-    except OSError:
-        return None
-    return " ".join(p.decode(errors="replace") for p in raw.split(b"\0") if p) or None
-
-
-def _process_age(pid: int) -> Optional[float]:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        with open("/proc/uptime") as f:
-            uptime = float(f.read().split()[0])
-    except (OSError, IndexError, ValueError):
-        return None
-    started = int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22 of stat: starttime
-    return max(0.0, uptime - started)
 
 
 def status(path: str) -> Dict[str, Any]:
@@ -69,28 +38,8 @@ def status(path: str) -> Dict[str, Any]:
             head = f.read(16)
         if head and head != b"SQLite format 3\0":
             raise UsageError(f"{path} is not a SQLite database (its first bytes are not SQLite's header)")
-    raw = _native.lock_status(path)
-    holder = None
-    if raw["holder"] is not None:
-        pid = raw["holder"]
-        holder = {
-            "pid": pid,
-            "alive": os.path.exists(f"/proc/{pid}"),
-            "command": _command(pid),
-            "held_for_s": raw["held_for"],
-            "process_age_s": _process_age(pid),
-        }
-    return {
-        "database": path,
-        "lock_file": {"path": str(raw["lock_file"]), "exists": raw["lock_exists"]},
-        "queue_file": {"path": str(raw["queue_file"]), "exists": raw["queue_exists"]},
-        "holder": holder,
-        "waiting": len(raw["waiters"]),
-        "waiters": raw["waiters"],
-        "blocked": raw["blocked"],
-        "outside_queue": raw["outside_queue"],
-        "filesystem": _file_system(raw),
-    }
+    # The same facts, read the same way, as `writerlock status --json` shows.
+    return {"database": path, **_native.lock_status(path)}
 
 
 def _pids(pids: Sequence[int]) -> str:
