@@ -65,7 +65,7 @@ def test_limits_that_mean_no_limit_are_refused_naming_the_argument(argument: str
 
 
 def _longest_stall_during(call, busy: postgres.Connection) -> float:  # type: ignore[no-untyped-def]
-    """Runs ``call`` while another thread has ``busy`` inside a 2 s statement; returns the
+    """Runs ``call`` while another thread has ``busy`` inside a 3 s statement; returns the
     longest gap of a thread that ticks every 5 ms (a held interpreter stops it)."""
     ticks = [time.monotonic()]
     stop = threading.Event()
@@ -75,7 +75,7 @@ def _longest_stall_during(call, busy: postgres.Connection) -> float:  # type: ig
             ticks.append(time.monotonic())
             time.sleep(0.005)
 
-    worker = threading.Thread(target=lambda: busy.execute("SELECT pg_sleep(2)"))
+    worker = threading.Thread(target=lambda: busy.execute("SELECT pg_sleep(3)"))
     ticker = threading.Thread(target=tick)
     ticker.start()
     worker.start()
@@ -98,11 +98,11 @@ def test_the_interpreter_is_free_while_another_thread_talks_to_the_server(pg_db)
         ("close", c.close),
     ):
         stall = _longest_stall_during(call, c)
-        assert stall < 1.0, f"{name} held the interpreter for {stall:.2f} s"
+        assert stall < 1.5, f"{name} held the interpreter for {stall:.2f} s"
     pool = postgres.Pool(pg_db.url, size=2)
     pooled = pool.take()
     stall = _longest_stall_during(lambda: pool.give(pooled), pooled)
-    assert stall < 1.0, f"Pool.give held the interpreter for {stall:.2f} s"
+    assert stall < 1.5, f"Pool.give held the interpreter for {stall:.2f} s"
     assert pool.idle_count == 1
 
 
@@ -177,10 +177,10 @@ def test_an_unsendable_statement_is_a_client_error_and_frees_the_lock(pg_db) -> 
     assert "the open transaction was rolled back" in str(info.value)
     assert not isinstance(info.value, postgres.ConnectionClosed)
     assert not c.closed and not c.in_transaction
-    started = time.monotonic()
-    with other.write() as w:  # the lock is free at once, not after the idle limit
+    # The lock is free at once: one wait of 1 s would not outlast a holder left idle
+    # until the idle limit (15 s).
+    with other.write():
         pass
-    assert time.monotonic() - started < 1.0
     with pytest.raises(postgres.ProgrammingError, match="more than the 65535"):
         c.execute("SELECT 1", [0] * 65_536)
     assert c.execute("SELECT count(*) FROM rows").fetchone() == (0,)
