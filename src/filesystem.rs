@@ -154,3 +154,40 @@ pub fn classify(magic: u64) -> (&'static str, FsKind) {
         _ => ("unknown", FsKind::Unknown),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_kind_decides_the_warning() {
+        assert_eq!(FileSystem::from_magic(Some(0xEF53)).warning(), None);
+        let nfs = FileSystem::from_magic(Some(0x6969));
+        assert_eq!((nfs.name, nfs.kind), ("nfs", FsKind::Network));
+        assert!(nfs
+            .warning()
+            .is_some_and(|w| w.contains("network file system (nfs)")));
+        assert!(FileSystem::from_magic(Some(0x6573_5546))
+            .warning()
+            .is_some_and(|w| w.contains("FUSE")));
+        let odd = FileSystem::from_magic(Some(0x1234));
+        assert_eq!(odd.magic_hex(), "0x1234");
+        assert!(odd.warning().is_some_and(|w| w.contains("(magic 0x1234)")));
+        let failed = FileSystem::from_magic(None);
+        assert_eq!((failed.name, failed.kind), ("unknown", FsKind::Unknown));
+        assert_eq!(failed.magic_hex(), "");
+        assert!(failed
+            .warning()
+            .is_some_and(|w| w.contains("(statfs failed)")));
+    }
+
+    #[test]
+    fn a_database_not_yet_created_is_judged_by_its_directory() {
+        let dir = std::env::temp_dir();
+        let missing = dir.join(format!("writerlock-fs-{}.db", std::process::id()));
+        assert_eq!(
+            FileSystem::of_database(&missing),
+            FileSystem::from_magic(statfs_magic(&dir))
+        );
+    }
+}

@@ -204,4 +204,39 @@ mod tests {
         assert!(!locks[2].exclusive);
         assert_eq!(locks[3].pid, None);
     }
+
+    #[test]
+    fn writer_locks_sort_holder_waiters_and_blocked() {
+        let dev = libc::makedev(0xfd, 0x01);
+        // The lock file: a holder, a writer blocked in flock() outside the queue, and a
+        // POSIX lock that is nobody's turn.
+        let lock_file = parse(
+            "1: FLOCK  ADVISORY  WRITE 10 fd:01:1 0 EOF
+             1: -> FLOCK  ADVISORY  WRITE 11 fd:01:1 0 EOF
+             2: POSIX  ADVISORY  WRITE 12 fd:01:1 0 EOF
+",
+            dev,
+            1,
+        );
+        // The queue file: two waiters, one whose process is not visible here, and a
+        // blocked exclusive flock, which is no waiter.
+        let queue_file = parse(
+            "3: FLOCK  ADVISORY  READ 20 fd:01:2 0 EOF
+             4: FLOCK  ADVISORY  READ -1 fd:01:2 0 EOF
+             5: FLOCK  ADVISORY  READ 21 fd:01:2 0 EOF
+             5: -> FLOCK  ADVISORY  WRITE 22 fd:01:2 0 EOF
+",
+            dev,
+            2,
+        );
+        let found = WriterLocks::from_locks(&lock_file, &queue_file);
+        assert_eq!(found.holder, Some(10));
+        assert_eq!(found.blocked, vec![11]);
+        assert_eq!(found.waiters, vec![20, 21]);
+        assert_eq!(
+            found.waiting, 3,
+            "the waiter without a visible pid counts too"
+        );
+        assert_eq!(WriterLocks::from_locks(&[], &[]), WriterLocks::default());
+    }
 }
