@@ -282,6 +282,35 @@ def test_docstrings_say_short_waits_are_raised_to_one_second() -> None:
     assert "itself" in (writerlock.WriterQueue.transaction.__doc__ or "")
 
 
+# Python 3.12's ``Connection.autocommit``, stood in for by a class attribute so that every
+# interpreter runs these (3.11 has no such attribute; 3.12 and later have it built in).
+class LegacyControl(sqlite3.Connection):
+    autocommit = -1  # sqlite3.LEGACY_TRANSACTION_CONTROL: isolation_level decides
+
+
+class AutocommitOff(sqlite3.Connection):
+    autocommit = False
+
+
+class AutocommitOn(sqlite3.Connection):
+    autocommit = True
+
+
+def test_not_autocommit_recommends_autocommit_true_where_python_has_it(db: str) -> None:
+    q = writerlock.WriterQueue(db)
+    conn = sqlite3.connect(db, factory=LegacyControl)  # isolation_level "": deferred BEGIN
+    with pytest.raises(writerlock.NotAutocommit, match=r"sqlite3\.connect\(path, autocommit=True\)"):
+        q.begin(conn)
+    conn = sqlite3.connect(db, factory=AutocommitOff, isolation_level=None)
+    with pytest.raises(writerlock.NotAutocommit, match="opened with autocommit=False"):
+        q.begin(conn)
+    # autocommit=True is autocommit mode whatever isolation_level says.
+    conn = sqlite3.connect(db, factory=AutocommitOn)
+    with q.transaction(conn):
+        conn.execute("INSERT INTO rows (worker) VALUES (1)")
+    assert count(db) == 1 and not q.holding
+
+
 # ---------------------------------------------------------------------------------------------
 # Waits a person can interrupt: Ctrl-C and SIGTERM with real processes
 
