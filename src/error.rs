@@ -347,7 +347,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn transaction_message_is_the_seed_text() {
+    fn transaction_message_is_the_drivers_text() {
         let busy = Busy {
             kind: BusyKind::Transaction,
             waited: Duration::from_millis(25_040),
@@ -364,7 +364,7 @@ mod tests {
     }
 
     #[test]
-    fn statement_message_is_the_seed_text() {
+    fn statement_message_is_the_drivers_text() {
         let busy = Busy {
             kind: BusyKind::Statement,
             waited: Duration::from_millis(5_010),

@@ -1,7 +1,7 @@
 //! The hand-off page: waking the next writer in microseconds, in arrival
 //! order.
 //!
-//! The seed's queue polls every 1 to 15 ms and makes a writer that comes
+//! Exponential's driver queue polls every 1 to 15 ms and makes a writer that comes
 //! back while others wait sleep a fixed 30 ms, which caps a contended
 //! database at about 33 commits per second per writer. This module adds a
 //! small shared page, mapped from `<db>.writer-queue` (writers that only

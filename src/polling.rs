@@ -63,7 +63,7 @@ pub(crate) fn leave_queue(view: &FilesView) {
     let _ = lockfiles::unlock(view.queue_fd);
 }
 
-/// The seed's protocol: polls of 1 to 15 ms (1 to 5 ms after a second of
+/// Exponential's driver protocol: polls of 1 to 15 ms (1 to 5 ms after a second of
 /// waiting), and a 30 ms yield when the lock is free while others wait.
 pub(crate) fn wait_for_turn(view: &FilesView, deadline: &Deadline) -> Result<(), Gave> {
     let others = join_queue(view, deadline)?;

@@ -193,7 +193,7 @@ impl Default for Wait {
 /// How a waiting writer learns that the lock is free.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Strategy {
-    /// The seed's protocol alone: polls of 1 to 15 ms and a fixed 30 ms yield.
+    /// Exponential's driver protocol alone: polls of 1 to 15 ms and a fixed 30 ms yield.
     Poll,
     /// Polling plus the hand-off page in `.writer-queue`: waiters sleep on a
     /// futex, the releaser wakes the oldest one, and a yield ends as soon as

@@ -14,11 +14,11 @@
 mod analysis;
 mod chart;
 mod clock;
+mod driverlock;
 mod error;
 mod pg;
 mod report;
 mod rtcount;
-mod seedlock;
 mod spawn;
 mod sqlite;
 mod worker;

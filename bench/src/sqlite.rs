@@ -935,7 +935,7 @@ impl<'r> Sqlite<'r> {
             Duration::from_secs(3)
         };
         let end = ms(dur);
-        let kinds = [Mode::Handoff, Mode::Poll, Mode::SeedFlock];
+        let kinds = [Mode::Handoff, Mode::Poll, Mode::DriverFlock];
         let per_kind = 4;
         let (db, run) = self.run("s8-mixed", kinds.len() * per_kind, |i, db| {
             let mut c = Config::new(kinds[i / per_kind], db, i);

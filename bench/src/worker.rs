@@ -14,8 +14,8 @@ use serde_json::{json, Value};
 use writerlock::{BusyKind, Strategy, Wait, WriterQueue};
 
 use crate::clock::{now_ns, sleep_until};
+use crate::driverlock::DriverLock;
 use crate::error::{BenchError, Result};
-use crate::seedlock::SeedLock;
 
 /// How a worker takes its turn to write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -29,7 +29,7 @@ pub enum Mode {
     /// The queue with [`Strategy::Handoff`], the futex hand-off page.
     Handoff,
     /// Exponential's driver protocol written in the bench: lock files only, no page.
-    SeedFlock,
+    DriverFlock,
     /// A plain `flock()` loop: no queue file, no yield.
     HotFlock,
 }
@@ -41,7 +41,7 @@ impl Mode {
         Mode::Immediate,
         Mode::Poll,
         Mode::Handoff,
-        Mode::SeedFlock,
+        Mode::DriverFlock,
         Mode::HotFlock,
     ];
 
@@ -52,7 +52,7 @@ impl Mode {
             Mode::Immediate => "immediate",
             Mode::Poll => "queue-poll",
             Mode::Handoff => "queue-handoff",
-            Mode::SeedFlock => "driver-flock",
+            Mode::DriverFlock => "driver-flock",
             Mode::HotFlock => "flock-no-yield",
         }
     }
@@ -64,7 +64,7 @@ impl Mode {
             Mode::Immediate => "BEGIN IMMEDIATE + busy handler",
             Mode::Poll => "queue, Strategy::Poll (driver protocol)",
             Mode::Handoff => "queue, Strategy::Handoff",
-            Mode::SeedFlock => "flock() loop, driver protocol (no page)",
+            Mode::DriverFlock => "flock() loop, driver protocol (no page)",
             Mode::HotFlock => "flock() hot loop, no yield",
         }
     }
@@ -224,7 +224,7 @@ struct Fail {
 enum Locker {
     Plain,
     Queue(Box<WriterQueue>),
-    Seed(SeedLock),
+    Driver(DriverLock),
 }
 
 struct Worker {
@@ -281,11 +281,13 @@ impl Worker {
                 &cfg.db,
                 Strategy::Handoff,
             ))),
-            Mode::SeedFlock => Locker::Seed(
-                SeedLock::seed(&cfg.db).map_err(|e| BenchError::io("opening the lock files", e))?,
+            Mode::DriverFlock => Locker::Driver(
+                DriverLock::queued(&cfg.db)
+                    .map_err(|e| BenchError::io("opening the lock files", e))?,
             ),
-            Mode::HotFlock => Locker::Seed(
-                SeedLock::hot(&cfg.db).map_err(|e| BenchError::io("opening the lock files", e))?,
+            Mode::HotFlock => Locker::Driver(
+                DriverLock::hot(&cfg.db)
+                    .map_err(|e| BenchError::io("opening the lock files", e))?,
             ),
         };
         Ok(Worker {
@@ -445,17 +447,17 @@ impl Worker {
                 }
                 Ok(Times::of_begin(call, granted, turn_end))
             }
-            Locker::Seed(_) => self.seed_transaction(seq, limit, call),
+            Locker::Driver(_) => self.driver_transaction(seq, limit, call),
         }
     }
 
-    fn seed_transaction(
+    fn driver_transaction(
         &mut self,
         seq: u64,
         limit: Duration,
         call: u64,
     ) -> std::result::Result<Times, Fail> {
-        let Locker::Seed(lock) = &mut self.locker else {
+        let Locker::Driver(lock) = &mut self.locker else {
             return Err(Fail {
                 at: now_ns(),
                 busy: false,
@@ -494,7 +496,7 @@ impl Worker {
             Ok(granted)
         })();
         let turn_end = now_ns();
-        if let Locker::Seed(lock) = &self.locker {
+        if let Locker::Driver(lock) = &self.locker {
             let _ = lock.release();
         }
         let granted = result?;

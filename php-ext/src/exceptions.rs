@@ -217,7 +217,7 @@ impl ZendObjectBox {
 
 /// The details of a busy exception.
 pub struct BusyDetails<'a> {
-    /// The message (the seed's text).
+    /// The message (the driver's exact text).
     pub message: &'a str,
     /// How long the writer waited.
     pub waited: Duration,

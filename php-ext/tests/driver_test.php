@@ -347,7 +347,7 @@ t( 'without the extension: said once in error.log (a default install logs errors
                 'error.log: the notice is all there is' );
     check( !file_exists( "$site/var/log/warning.log" ), 'warning.log: ' . @file_get_contents( "$site/var/log/warning.log" ) );
     @unlink( "$site/var/log/error.log" );
-    // A writer holding SQLite's lock outside any queue: SQLite's busy handler waits, then the seed's text.
+    // A writer holding SQLite's lock outside any queue: SQLite's busy handler waits, then the driver's exact text.
     $holder = start_holder( $path, 'sqlite' );
     try
     {

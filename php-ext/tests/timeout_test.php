@@ -1,5 +1,5 @@
 <?php
-// Waits that run out: a BusyException after about the wait, with the seed's
+// Waits that run out: a BusyException after about the wait, with the driver's
 // exact text and fields; nothing written; nothing left held.
 require __DIR__ . '/lib.php';
 

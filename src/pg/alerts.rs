@@ -5,7 +5,7 @@
 //! locks with each session's client address and offers one alert per refused writer:
 //! `The ledger writer at 10.0.0.5 was refused: ledger writer version 0 is below version 1,
 //! the oldest the shared database allows; update its code and restart it`. [`new_alerts`]
-//! applies the seed's rules against the ledger's current alerts.
+//! applies the ledger spec's rules against the ledger's current alerts.
 
 use std::collections::HashSet;
 
@@ -21,7 +21,7 @@ pub const KEPT_CLOSED_ALERTS: usize = 200;
 /// How a refused session without a client address (a local socket) is named.
 pub const UNSEEN_CLIENT: &str = "an unseen client";
 
-/// The seed's query for refused writers still connected to the current database.
+/// The ledger spec's query for refused writers still connected to the current database.
 pub const REFUSED_WRITERS_SQL: &str = "\
 SELECT DISTINCT COALESCE(host(a.client_addr), 'an unseen client') AS writer, a.pid, \
        l.objid::BIGINT / 65536 AS version, l.objid::BIGINT % 65536 AS floor \
@@ -141,7 +141,7 @@ pub fn new_alerts(refused: &[RefusedWriter], existing: &[Alert]) -> Vec<String> 
     out
 }
 
-/// Lists the refused writers still connected to the current database (the seed's query).
+/// Lists the refused writers still connected to the current database (the ledger spec's query).
 pub fn refused_writers(conn: &mut Connection) -> Result<Vec<RefusedWriter>, Error> {
     debug_assert!(REFUSED_WRITERS_SQL.contains(&REFUSED_LOCK_CLASS.to_string()));
     debug_assert!(REFUSED_WRITERS_SQL.contains(&format!("objsubid = {REFUSED_LOCK_SUBID}")));
@@ -167,7 +167,7 @@ mod tests {
     }
 
     #[test]
-    fn alert_text_is_the_seeds() {
+    fn alert_text_is_the_ledger_specs() {
         assert_eq!(
             refused("10.0.0.5", 1, 0, 1).alert_text(),
             "The ledger writer at 10.0.0.5 was refused: ledger writer version 0 is below \

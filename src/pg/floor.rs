@@ -288,7 +288,7 @@ mod tests {
     }
 
     #[test]
-    fn schema_names_the_seeds_objects() {
+    fn schema_names_the_ledger_specs_objects() {
         for needle in [
             "BEFORE UPDATE ON ledgers",
             "FOR EACH ROW",

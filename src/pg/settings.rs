@@ -1,9 +1,9 @@
 //! The constants of the writer session and the [`Settings`] every connection sends.
 //!
-//! The values are the seed's: a lock wait of 10 seconds asked three times, an idle limit of
+//! The values are the ledger spec's: a lock wait of 10 seconds asked three times, an idle limit of
 //! 15 seconds inside a transaction, a statement limit of 60 seconds, writer version 1 and a
 //! required floor of 1, and client TCP keepalives (probe after 30 idle seconds, then every
-//! 10 seconds, give up after 3). Beyond the seed the server is also asked to probe the
+//! 10 seconds, give up after 3). Beyond the spec the server is also asked to probe the
 //! client (`tcp_keepalives_*`) and to give up on unacknowledged data (`tcp_user_timeout`),
 //! so the server notices a vanished client and frees its locks.
 //!
@@ -91,7 +91,7 @@ pub fn check_limit(setting: &'static str, value: Duration) -> Result<(), Error> 
     Ok(())
 }
 
-/// The startup settings the seed lists (its `SESSION`), as sent by default.
+/// The startup settings the ledger spec lists (its `SESSION`), as sent by default.
 pub const SESSION: &[(&str, &str)] = &[
     ("lock_timeout", "10s"),
     ("idle_in_transaction_session_timeout", "15s"),
@@ -130,7 +130,7 @@ impl Default for Settings {
 }
 
 impl Settings {
-    /// The seed's settings: every value at its documented default.
+    /// The ledger spec's settings: every value at its documented default.
     pub fn new() -> Settings {
         Settings {
             lock_wait: LOCK_WAIT,
@@ -616,7 +616,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn defaults_are_the_seeds() {
+    fn defaults_are_the_ledger_specs() {
         let s = Settings::new();
         assert_eq!(s.get_lock_wait(), Duration::from_secs(10));
         assert_eq!(s.get_lock_tries(), 3);

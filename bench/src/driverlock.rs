@@ -1,11 +1,11 @@
-//! A writer that knows only the lock files, written here from the seed's
-//! text and nothing of the core: an exclusive `flock()` on
+//! A writer that knows only the lock files, written here from the description
+//! of Exponential's driver and nothing of the core: an exclusive `flock()` on
 //! `<db>.writer-lock`, tried every 1 to 15 ms (1 to 5 ms after a second),
 //! a shared `flock()` on `<db>.writer-queue` while it waits, and a 30 ms
 //! yield when it finds others waiting. It stands for another program (or
-//! the seed's PHP driver) that never maps the hand-off page.
+//! Exponential's stock PHP driver) that never maps the hand-off page.
 //!
-//! Without the queue file and the yield ([`SeedLock::hot`]) it is a plain
+//! Without the queue file and the yield ([`DriverLock::hot`]) it is a plain
 //! `flock()` loop: the "yield off" hot loop of scenario 5.
 
 use std::fs::{File, OpenOptions};
@@ -25,7 +25,7 @@ const YIELD: Duration = Duration::from_millis(30);
 
 /// One process's lock files, opened once.
 #[derive(Debug)]
-pub struct SeedLock {
+pub struct DriverLock {
     lock: File,
     queue: File,
     joins_queue: bool,
@@ -74,19 +74,19 @@ fn unlock(file: &File) -> io::Result<()> {
     }
 }
 
-impl SeedLock {
-    /// The seed's protocol: joins the queue file while waiting and yields.
-    pub fn seed(db: &Path) -> io::Result<SeedLock> {
-        SeedLock::open(db, true)
+impl DriverLock {
+    /// Exponential's driver protocol: joins the queue file while waiting and yields.
+    pub fn queued(db: &Path) -> io::Result<DriverLock> {
+        DriverLock::open(db, true)
     }
 
     /// A plain `flock()` loop on `.writer-lock`: no queue file, no yield.
-    pub fn hot(db: &Path) -> io::Result<SeedLock> {
-        SeedLock::open(db, false)
+    pub fn hot(db: &Path) -> io::Result<DriverLock> {
+        DriverLock::open(db, false)
     }
 
-    fn open(db: &Path, joins_queue: bool) -> io::Result<SeedLock> {
-        Ok(SeedLock {
+    fn open(db: &Path, joins_queue: bool) -> io::Result<DriverLock> {
+        Ok(DriverLock {
             lock: open(&suffixed(db, writerlock::lockfiles::LOCK_SUFFIX))?,
             queue: open(&suffixed(db, writerlock::lockfiles::QUEUE_SUFFIX))?,
             joins_queue,
