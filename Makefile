@@ -42,7 +42,7 @@ test-examples:
 	@examples/run.sh
 
 test-cli:
-	$(CARGO) test -p writerlock-cli
+	$(CARGO) test -p writerlock-cli -- --test-threads=1
 
 test-php:
 	@php-ext/tests/run.sh

@@ -79,6 +79,7 @@ __all__ = [
     "Refused",
     "SessionEnded",
     "ConnectionClosed",
+    "CommitOutcomeUnknown",
     "ConnectError",
     "SettingNotInEffect",
 ]
