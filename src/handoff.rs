@@ -51,7 +51,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::lockfiles::{try_flock, Flock, LockMode};
-use crate::polling::{join_queue, leave_queue, others_in_queue, poll_lock, FilesView, Gave};
+use crate::polling::{self, join_queue, leave_queue, others_in_queue, FilesView, Gave};
 use crate::wait::{poll_pause, Deadline, YIELD};
 
 /// The page's identifying word: "WLQP" and the layout version. A page whose
@@ -892,13 +892,8 @@ pub(crate) fn wait_for_turn(
     // file (it joins the page first and leaves it last), so writers in the
     // queue file that are not on the page are writers that can only poll.
     let Some(place) = page.join() else {
-        let others = join_queue(view, deadline)?;
-        if others && !deadline.sleep(YIELD) {
-            leave_queue(view);
-            return Err(Gave::Interrupted);
-        }
-        let result = poll_lock(view, deadline);
-        leave_queue(view);
+        // No slot free: this writer waits as one that can only poll.
+        let result = polling::wait_for_turn(view, deadline);
         if result.is_ok() {
             page.note_acquired(true);
         }
