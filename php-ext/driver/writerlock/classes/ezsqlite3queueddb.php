@@ -452,15 +452,7 @@ class eZSQLite3QueuedDB extends eZSQLite3DB
                 $this->QueuedTransaction = false;
                 return true;
             }
-            $this->setError();
-            $number = $this->ErrorNumber;
-            $message = $this->ErrorMessage;
-            eZDebug::writeError( 'COMMIT failed: ' . $message . '; the transaction was rolled back, nothing was written', __METHOD__ );
-            $this->rollbackQuery();
-            $this->ErrorNumber = $number;
-            $this->ErrorMessage = $message;
-            $this->QueuedCommitFailed = true;
-            return false;
+            return $this->queuedCommitRefused();
         }
         if ( $kind === 'plain' )
         {
@@ -469,16 +461,26 @@ class eZSQLite3QueuedDB extends eZSQLite3DB
                 $this->QueuedTransaction = false;
                 return true;
             }
-            $this->setError();
-            $number = $this->ErrorNumber;
-            $message = $this->ErrorMessage;
-            eZDebug::writeError( 'COMMIT failed: ' . $message . '; the transaction was rolled back, nothing was written', __METHOD__ );
-            $this->rollbackQuery();
-            $this->ErrorNumber = $number;
-            $this->ErrorMessage = $message;
-            $this->QueuedCommitFailed = true;
-            return false;
+            return $this->queuedCommitRefused();
         }
+        return false;
+    }
+
+    /*!
+     A COMMIT SQLite refused: logs it, rolls the transaction back (which
+     gives the turn back) and keeps SQLite's own error for errorNumber() and
+     errorMessage(); commit() then reports the failure. Returns false.
+    */
+    protected function queuedCommitRefused()
+    {
+        $this->setError();
+        $number = $this->ErrorNumber;
+        $message = $this->ErrorMessage;
+        eZDebug::writeError( 'COMMIT failed: ' . $message . '; the transaction was rolled back, nothing was written', 'eZSQLite3QueuedDB::commitQuery' );
+        $this->rollbackQuery();
+        $this->ErrorNumber = $number;
+        $this->ErrorMessage = $message;
+        $this->QueuedCommitFailed = true;
         return false;
     }
 
