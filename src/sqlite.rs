@@ -117,7 +117,10 @@ impl SqliteSession for rusqlite::Connection {
     }
 
     fn busy_timeout(&self) -> Result<Option<Duration>, SqliteFailure> {
-        self.pragma_query_value(None, "busy_timeout", |row| row.get::<_, i64>(0))
+        // Read at every turn's start: the statement is kept prepared in the
+        // connection's cache rather than parsed each time.
+        self.prepare_cached("PRAGMA busy_timeout")
+            .and_then(|mut statement| statement.query_row([], |row| row.get::<_, i64>(0)))
             .map(|ms| Some(Duration::from_millis(ms.max(0) as u64)))
             .map_err(failure_from_rusqlite)
     }
