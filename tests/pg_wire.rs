@@ -8,22 +8,14 @@
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream, ToSocketAddrs};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use writerlock::pg::{setup_schema, Connection, Error, Pool, Settings, Value};
 
-fn admin_url() -> String {
-    match std::env::var("TEST_DATABASE_URL") {
-        Ok(url) if !url.trim().is_empty() => url,
-        _ => panic!(
-            "TEST_DATABASE_URL is not set: the Postgres tests need a real server. Start a \
-             throwaway one with `tests/pg-cluster.sh start` and export the \
-             TEST_DATABASE_URL=... line it prints, or run `make test`"
-        ),
-    }
-}
+mod pgdb;
+use pgdb::{admin_url, TestDb};
 
 /// `url` split around its authority: (`scheme://user@`, `host:port`, `/db?query`).
 fn split_url(url: &str) -> (String, String, String) {
@@ -42,54 +34,29 @@ fn split_url(url: &str) -> (String, String, String) {
     (format!("{scheme}://{user}"), host, rest[end..].to_string())
 }
 
-static SEQ: AtomicUsize = AtomicUsize::new(0);
-
 /// A database of its own, reached directly (`url`) and through a relay (`relayed`).
 struct WireDb {
-    name: String,
+    /// Kept for its drop, which removes the database.
+    _db: TestDb,
     url: String,
     relayed: String,
     relay: Relay,
-    admin: postgres::Client,
 }
 
 impl WireDb {
     fn new(tag: &str) -> WireDb {
-        let admin_url = admin_url();
-        let mut admin = postgres::Client::connect(&admin_url, postgres::NoTls)
-            .unwrap_or_else(|e| panic!("cannot reach TEST_DATABASE_URL {admin_url}: {e}"));
-        let name = format!(
-            "wl_wire_{tag}_{}_{}",
-            std::process::id(),
-            SEQ.fetch_add(1, Ordering::Relaxed)
-        );
-        admin
-            .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-            .expect("drop a leftover test database");
-        admin
-            .batch_execute(&format!("CREATE DATABASE {name}"))
-            .expect("create the test database");
-        let (head, host, tail) = split_url(&admin_url);
+        let db = TestDb::new(&format!("wire_{tag}"));
+        let (head, host, tail) = split_url(&admin_url());
         let query = tail.find('?').map(|i| &tail[i..]).unwrap_or("");
-        let url = format!("{head}{host}/{name}{query}");
+        let url = format!("{head}{host}/{}{query}", db.name);
         let relay = Relay::start(&host);
-        let relayed = format!("{head}127.0.0.1:{}/{name}{query}", relay.port);
+        let relayed = format!("{head}127.0.0.1:{}/{}{query}", relay.port, db.name);
         WireDb {
-            name,
+            _db: db,
             url,
             relayed,
             relay,
-            admin,
         }
-    }
-}
-
-impl Drop for WireDb {
-    fn drop(&mut self) {
-        let _ = self.admin.batch_execute(&format!(
-            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-            self.name
-        ));
     }
 }
 

@@ -5,7 +5,6 @@
 //! fail: start a throwaway server with `tests/pg-cluster.sh start` and export the
 //! `TEST_DATABASE_URL` it prints, or run `make test`.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -14,78 +13,8 @@ use writerlock::pg::{
     Settings, Value,
 };
 
-fn admin_url() -> String {
-    match std::env::var("TEST_DATABASE_URL") {
-        Ok(url) if !url.trim().is_empty() => url,
-        _ => panic!(
-            "TEST_DATABASE_URL is not set: the Postgres tests need a real server. Start a \
-             throwaway one with `tests/pg-cluster.sh start` and export the \
-             TEST_DATABASE_URL=... line it prints, or run `make test`"
-        ),
-    }
-}
-
-/// `url` with its database name replaced by `db`.
-fn with_database(url: &str, db: &str) -> String {
-    let (base, query) = match url.split_once('?') {
-        Some((b, q)) => (b, format!("?{q}")),
-        None => (url, String::new()),
-    };
-    let after_scheme = base.find("://").map(|i| i + 3).unwrap_or(0);
-    let base = match base[after_scheme..].find('/') {
-        Some(slash) => &base[..after_scheme + slash],
-        None => base,
-    };
-    format!("{base}/{db}{query}")
-}
-
-/// A database of its own for one test, dropped at the end.
-struct TestDb {
-    name: String,
-    url: String,
-    admin: postgres::Client,
-}
-
-static SEQ: AtomicUsize = AtomicUsize::new(0);
-
-impl TestDb {
-    fn new(tag: &str) -> TestDb {
-        let admin_url = admin_url();
-        let mut admin = postgres::Client::connect(&admin_url, postgres::NoTls)
-            .unwrap_or_else(|e| panic!("cannot reach TEST_DATABASE_URL {admin_url}: {e}"));
-        let name = format!(
-            "wl_{tag}_{}_{}",
-            std::process::id(),
-            SEQ.fetch_add(1, Ordering::Relaxed)
-        );
-        admin
-            .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-            .expect("drop a leftover test database");
-        admin
-            .batch_execute(&format!("CREATE DATABASE {name}"))
-            .expect("create the test database");
-        let url = with_database(&admin_url, &name);
-        TestDb { name, url, admin }
-    }
-
-    fn connect(&self, settings: &Settings) -> Connection {
-        Connection::connect(&self.url, settings).expect("connect")
-    }
-
-    /// A second, plain admin session on the test database (no writer settings).
-    fn plain(&self) -> postgres::Client {
-        postgres::Client::connect(&self.url, postgres::NoTls).expect("plain connect")
-    }
-}
-
-impl Drop for TestDb {
-    fn drop(&mut self) {
-        let _ = self.admin.batch_execute(&format!(
-            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-            self.name
-        ));
-    }
-}
+mod pgdb;
+use pgdb::TestDb;
 
 fn generation(plain: &mut postgres::Client, slug: &str) -> i64 {
     plain
