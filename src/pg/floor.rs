@@ -299,7 +299,6 @@ mod tests {
         ] {
             assert!(SCHEMA_SQL.contains(needle), "{needle}");
         }
-        assert!(STORE_FLOOR_SQL.contains("GREATEST("));
         assert!(STORED_FLOOR_SQL.ends_with(&format!("name = '{FLOOR_NAME}'")));
     }
 }
