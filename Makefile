@@ -31,8 +31,10 @@ test: deps
 
 test-all: lint check-header test-rust test-c test-examples test-cli test-php test-python
 
+## test-rust: the core's tests, the C binding's unit tests (its panic boundary
+## among them) and the bench crate's tests.
 test-rust:
-	$(CARGO) test -p writerlock
+	$(CARGO) test -p writerlock -p writerlock-c -p writerlock-bench
 
 test-c:
 	@bindings/tests/run.sh

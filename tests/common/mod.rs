@@ -8,6 +8,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rusqlite::Connection;
 
+mod probe;
+#[allow(unused_imports)]
+pub use probe::*;
+
 /// Forks; the child runs `f` and exits with its return value (101 on panic).
 pub fn fork(f: impl FnOnce() -> i32) -> libc::pid_t {
     // SAFETY: the child only runs `f` and then `_exit`s.
