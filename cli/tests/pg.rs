@@ -106,6 +106,14 @@ fn floor_and_setup_raise_but_never_lower() {
     assert_eq!(setup["after"], 3, "{setup}");
     let text = run_ok(&["pg", "setup", "--url", &db.url]);
     assert!(text.contains("never lowers"), "{text}");
+    // On the server itself, not as the command reports it.
+    let stored: Vec<(String, i32)> = plain
+        .query("SELECT name, version FROM writer_floor", &[])
+        .expect("SELECT from writer_floor")
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(stored, vec![("ledger".to_string(), 3)]);
 
     // No command lowers it; the help says how to, by hand.
     let help = run_ok(&["pg", "setup", "--help"]);
