@@ -161,7 +161,7 @@ fn pg_a_statement_timeout_during_the_lock_wait_is_reported_not_retried() {
     let mut settings = Settings::new();
     settings
         .lock_wait(Duration::from_secs(3))
-        .statement_timeout(Duration::from_millis(400));
+        .statement_timeout(Duration::from_millis(800));
     let mut writer = db.connect(&settings);
 
     let started = Instant::now();
@@ -178,9 +178,9 @@ fn pg_a_statement_timeout_during_the_lock_wait_is_reported_not_retried() {
         err.to_string(),
         "canceling statement due to statement timeout"
     );
-    // One statement limit (0.4 s), well before the first lock_timeout (3 s).
+    // One statement limit (0.8 s), well before the first lock_timeout (3 s).
     assert!(
-        took >= Duration::from_millis(400) && took < Duration::from_secs(3),
+        took >= Duration::from_millis(800) && took < Duration::from_secs(3),
         "{took:?}"
     );
     assert!(!writer.in_transaction());

@@ -187,17 +187,17 @@ def test_a_cancelled_lock_wait_is_reported_not_retried(open_conn, pg_db) -> None
 
 def test_a_statement_timeout_during_the_lock_wait_is_reported_not_retried(open_conn, pg_db) -> None:  # type: ignore[no-untyped-def]
     _holder = _hold_the_writer_lock(pg_db)
-    conn = open_conn(lock_wait=3.0, statement_timeout=0.4)
+    conn = open_conn(lock_wait=3.0, statement_timeout=0.8)
     started = time.monotonic()
-    err, ended, waits, _ = _attempt_write(conn, pg_db.url, False, lock_wait=3.0, statement_timeout=0.4)
+    err, ended, waits, _ = _attempt_write(conn, pg_db.url, False, lock_wait=3.0, statement_timeout=0.8)
     took = ended - started
     assert waits == 1, f"the server saw {waits} waits for the writer lock: {err!r}"
     assert isinstance(err, postgres.OperationalError), repr(err)
     assert not isinstance(err, postgres.WriterLockNotGranted), repr(err)
     assert _sqlstate(err) == "57014", repr(err)
     assert str(err) == "canceling statement due to statement timeout"
-    # One statement limit (0.4 s), well before the first lock_timeout (3 s).
-    assert 0.4 <= took < 3.0, took
+    # One statement limit (0.8 s), well before the first lock_timeout (3 s).
+    assert 0.8 <= took < 3.0, took
     assert not _in_transaction(conn)
 
 
