@@ -2,8 +2,7 @@
 // php-ext/install.sh, the documented install command, run from a fresh
 // clone of this repository (its committed HEAD) into a PHP extension
 // directory that is not PHP's default, with CARGO_TARGET_DIR pointing
-// somewhere else than target/ (the tests' own build directory, so registry
-// crates are not compiled again): a dry run changes nothing, the install
+// somewhere else than target/: a dry run changes nothing, the install
 // writes the absolute path into the ini file, the installed library is
 // stripped and loads (the printed next step runs without "already loaded"),
 // and --remove takes it away again. The build profile is the tests'
@@ -12,13 +11,24 @@ require __DIR__ . '/lib.php';
 
 $root = getenv( 'WL_ROOT' );
 $dir = tmpdir( 'wl-install' );
-// Another path for the same build directory: honoured or not, it shows.
-symlink( dirname( dirname( ext_path() ) ), "$dir/elsewhere-target" );
+// The clone builds into a build directory of its own, kept at a fixed place
+// under target/ so its registry crates are compiled once, not every run.
+// Never target/ itself: the clone's workspace crates get the same artifact
+// names there as the working tree's, so cargo would afterwards take the
+// clone's build (its committed HEAD) for an up-to-date build of the working
+// tree and no longer rebuild changed sources for any later test.
+$cloneTarget = dirname( dirname( ext_path() ) ) . '/install-test-target';
+if ( !is_dir( $cloneTarget ) )
+{
+    mkdir( $cloneTarget );
+}
+// Reached through another path: whether install.sh honours CARGO_TARGET_DIR shows.
+symlink( $cloneTarget, "$dir/elsewhere-target" );
 $env = array( 'CARGO_TARGET_DIR' => "$dir/elsewhere-target", 'PROFILE' => getenv( 'WL_PROFILE' ) ?: 'release',
               'EXT_DIR' => "$dir/php/extensions", 'INI_DIR' => "$dir/php/conf.d" );
 // At a fixed place under the build directory: the same path each run, so
-// cargo builds the clone's crates into the same artifacts instead of adding
-// new ones every run.
+// cargo builds the clone's crates into the same artifacts of its build
+// directory instead of adding new ones every run.
 $clone = dirname( dirname( ext_path() ) ) . '/install-test-clone';
 exec( 'rm -rf ' . escapeshellarg( $clone ) . ' && git clone --quiet ' . escapeshellarg( $root ) . ' ' . escapeshellarg( $clone ) . ' 2>&1', $out, $rc );
 if ( $rc !== 0 )
