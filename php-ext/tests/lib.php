@@ -265,18 +265,102 @@ function probe_begin( $path, $wait = 2.0 )
 }
 
 /**
- * $actual with each "waited N.N s" that is at most 0.4 s above the one in
- * $expected written as $expected's: on a loaded machine a wait that gives up
- * at its limit is noticed a little late, and the message says so.
+ * How generously a measured wait may run past its limit on a loaded machine
+ * (seconds): a wait that gives up at its limit is noticed late when the
+ * machine is busy, and its message says how long it really waited.
  */
-function busy_text( $expected, $actual )
+const WAIT_SLACK = 2.0;
+
+/**
+ * Whether $actual reads $expected, with each "waited N.N s" of $expected
+ * standing for the wait the message measured: any N'.N' from N.N (a wait
+ * never gives up before its limit) to N.N + WAIT_SLACK, and every other
+ * character exactly as written. $whole: the text is the message itself;
+ * otherwise it contains the message (a log file). Returns null when it
+ * does, or what is wrong.
+ */
+function busy_mismatch( $expected, $actual, $whole = true )
 {
-    if ( !preg_match( '/waited (\d+\.\d) s/', $expected, $e ) )
+    $parts = preg_split( '/waited (\d+\.\d) s/', $expected, -1, PREG_SPLIT_DELIM_CAPTURE );
+    $pattern = '';
+    $limits = array();
+    foreach ( $parts as $i => $part )
     {
-        return $actual;
+        if ( $i % 2 === 1 )
+        {
+            $limits[] = (float)$part;
+            $pattern .= 'waited (\d+\.\d) s';
+        }
+        else
+        {
+            $pattern .= preg_quote( $part, '/' );
+        }
     }
-    return preg_replace_callback( '/waited (\d+\.\d) s/', function ( $a ) use ( $e ) {
-        $late = (float)$a[1] - (float)$e[1];
-        return $late >= 0 && $late <= 0.4 + 1e-9 ? "waited {$e[1]} s" : $a[0];
-    }, $actual );
+    $pattern = $whole ? "/^$pattern\$/D" : "/$pattern/";
+    if ( preg_match_all( $pattern, $actual, $found, PREG_SET_ORDER ) === 0 )
+    {
+        return ( $whole ? 'the text is not ' : 'the text does not contain ' ) . var_export( $expected, true )
+             . ' (with any measured wait): ' . var_export( $actual, true );
+    }
+    $wrong = array();
+    foreach ( $found as $match )
+    {
+        $bad = array();
+        foreach ( $limits as $j => $limit )
+        {
+            $measured = (float)$match[$j + 1];
+            if ( $measured < $limit - 1e-9 || $measured > $limit + WAIT_SLACK + 1e-9 )
+            {
+                $bad[] = "waited $measured s, outside [$limit, " . ( $limit + WAIT_SLACK ) . '] s: ' . $match[0];
+            }
+        }
+        if ( !$bad )
+        {
+            return null;
+        }
+        $wrong = array_merge( $wrong, $bad );
+    }
+    return implode( '; ', $wrong );
+}
+
+/** Fails unless $actual is the busy message $expected with a measured wait in bounds (busy_mismatch()). */
+function check_busy( $expected, $actual, $what )
+{
+    $wrong = busy_mismatch( $expected, $actual, true );
+    check( $wrong === null, "$what: $wrong" );
+}
+
+/** Fails unless $text (a log) contains the busy message $expected with a measured wait in bounds. */
+function check_busy_in( $expected, $text, $what )
+{
+    $wrong = busy_mismatch( $expected, $text, false );
+    check( $wrong === null, "$what: $wrong" );
+}
+
+/** Fails unless a wait that ran out took from $limit to $limit + WAIT_SLACK seconds. */
+function check_wait( $seconds, $limit, $what )
+{
+    check( $seconds >= $limit - 1e-6 && $seconds <= $limit + WAIT_SLACK, "$what: $seconds s, outside [$limit, " . ( $limit + WAIT_SLACK ) . '] s' );
+}
+
+/**
+ * What another process (plain PHP, without the extension) finds on the
+ * queue's own lock file `<db>.writer-lock`: "held" when its
+ * flock(LOCK_EX|LOCK_NB) fails, "free" when it succeeds. This looks at the
+ * queue itself, not at SQLite's locks.
+ */
+function lock_probe( $path )
+{
+    $child = new Child( php_cmd( __DIR__ . '/helpers/lock_probe.php', array( $path . '.writer-lock' ), false ) );
+    $code = $child->wait();
+    $said = trim( $child->out );
+    check( $code === 0 && ( $said === 'held' || $said === 'free' ), "the lock probe exited with $code: {$child->out} {$child->err}" );
+    return $said;
+}
+
+/** Fails unless another process finds the queue's lock file $state ("held" or "free"). */
+function check_lock( $path, $state, $when )
+{
+    $found = lock_probe( $path );
+    check( $found === $state, "another process found the writer lock $found $when (flock(LOCK_EX|LOCK_NB) on $path.writer-lock)" );
 }
