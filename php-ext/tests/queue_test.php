@@ -65,6 +65,7 @@ t( 'commit() returns false when SQLite refuses: transaction and turn stay', func
     $db->exec( 'INSERT INTO c VALUES (42)' );      // violates the deferred key at COMMIT
     check_same( false, $q->commit( $db ), 'commit() of a transaction SQLite refuses' );
     check( $q->holding(), 'the turn was given back after a refused COMMIT' );
+    check_lock( $path, 'held', 'after the refused COMMIT' );
     check( stripos( $db->lastErrorMsg(), 'FOREIGN KEY' ) !== false, 'lastErrorMsg(): ' . $db->lastErrorMsg() );
     $other = probe_begin( $path, 0.2 );
     check( !$other['ok'] && $other['class'] === 'WriterLock\\BusyException', 'another process got the turn: ' . json_encode( $other ) );
@@ -72,7 +73,27 @@ t( 'commit() returns false when SQLite refuses: transaction and turn stay', func
     $db->exec( 'INSERT INTO p VALUES (42)' );      // the transaction is still open: fix it
     check_same( true, $q->commit( $db ), 'commit() after the fix' );
     check( !$q->holding(), 'holding after the commit' );
+    check_lock( $path, 'free', 'after the COMMIT that succeeded' );
     check_same( 1, $db->querySingle( 'SELECT COUNT(*) FROM c' ), 'rows of c' );
+    no_diagnostics();
+} );
+
+t( 'after a COMMIT SQLite refuses, the writer lock stays held until rollback()', function () use ( $dir ) {
+    $path = $dir . '/fk-rollback.db';
+    $db = new SQLite3( $path );
+    $db->exec( 'PRAGMA journal_mode = wal; PRAGMA foreign_keys = ON' );
+    $db->exec( 'CREATE TABLE p (id INTEGER PRIMARY KEY); CREATE TABLE c (pid INTEGER REFERENCES p(id) DEFERRABLE INITIALLY DEFERRED)' );
+    $q = new WriterLock\Queue( $path );
+    $q->begin( $db, 5 );
+    $db->exec( 'INSERT INTO c VALUES (7)' );       // violates the deferred key at COMMIT
+    check_same( false, $q->commit( $db ), 'commit() of a transaction SQLite refuses' );
+    check_lock( $path, 'held', 'after the refused COMMIT' );
+    check_same( false, $q->commit( $db ), 'commit() refused a second time' );
+    check_lock( $path, 'held', 'after the second refused COMMIT' );
+    check_same( true, $q->rollback( $db ), 'rollback()' );
+    check( !$q->holding(), 'holding after rollback()' );
+    check_lock( $path, 'free', 'after rollback()' );
+    check_same( 0, $db->querySingle( 'SELECT COUNT(*) FROM c' ), 'rows of c after rollback()' );
     no_diagnostics();
 } );
 

@@ -1,0 +1,175 @@
+<?php
+// Writers exclude each other through the queue itself, not through SQLite:
+// while a PHP process holds the turn, another process's
+// flock(LOCK_EX|LOCK_NB) on <db>.writer-lock fails (SQLite's own write lock
+// would serialize BEGIN IMMEDIATE anyway, so these probes look at the lock
+// file); and a queued writer waits for a holder that is not inside any
+// SQLite transaction, as a writer of Exponential's driver protocol holds it.
+require __DIR__ . '/lib.php';
+require __DIR__ . '/standins/autoload.php';
+
+$dir = tmpdir();
+$site = "$dir/site";
+mkdir( $site );
+$path = make_db( $dir );
+chdir( $site );
+
+const TX_SETTING = '[DatabaseSettings] SQLiteTransactionWait';
+
+/** The eZ driver on $path with [DatabaseSettings] $values, exceptions on. */
+function ez_driver( $path, array $values )
+{
+    global $dir;
+    $file = tempnam( $dir, 'ini' );
+    file_put_contents( $file, json_encode( $values ) );
+    putenv( "WL_EZINI=$file" );
+    eZINI::resetInstance();
+    $ezdb = new eZSQLite3QueuedDB( array( 'database' => $path ) );
+    $ezdb->setErrorHandling( eZDB::ERROR_HANDLING_EXCEPTIONS );
+    check( $ezdb->isConnected(), 'the driver did not connect' );
+    return $ezdb;
+}
+
+/** Starts helpers/lock_holder.php (plain PHP: flock(LOCK_EX) on the lock file, no SQLite); returns it once it holds. */
+function start_lock_holder( $path, $seconds = null )
+{
+    $args = array( $path . '.writer-lock' );
+    if ( $seconds !== null )
+    {
+        $args[] = $seconds;
+    }
+    $child = new Child( php_cmd( __DIR__ . '/helpers/lock_holder.php', $args, false ) );
+    $line = $child->line();
+    check( $line === "held {$child->pid}", "the lock holder said: $line" );
+    return $child;
+}
+
+/** Fails unless another connection can start a write transaction at once: SQLite itself is free. */
+function check_sqlite_free( $path )
+{
+    $other = new SQLite3( $path );
+    $other->busyTimeout( 0 );
+    $began = @$other->exec( 'BEGIN IMMEDIATE' );
+    check( $began, 'SQLite refused BEGIN IMMEDIATE: ' . $other->lastErrorMsg() . ' (the test needs SQLite free)' );
+    $other->exec( 'ROLLBACK' );
+    $other->close();
+}
+
+t( 'begin(): another process cannot flock() the writer lock until commit(), nor until rollback()', function () use ( $path ) {
+    $db = new SQLite3( $path );
+    $q = new WriterLock\Queue( $path );
+    $q->begin( $db, 5 );                      // creates the lock files
+    $q->rollback( $db );
+    check_lock( $path, 'free', 'before begin()' );
+    $q->begin( $db, 5 );
+    check_lock( $path, 'held', 'after begin()' );
+    $db->exec( "INSERT INTO pub (worker, seq) VALUES ('exclusion', 1)" );
+    check_lock( $path, 'held', 'after a write inside the transaction' );
+    check_same( true, $q->commit( $db ), 'commit()' );
+    check_lock( $path, 'free', 'after commit()' );
+    $q->begin( $db, 5 );
+    check_lock( $path, 'held', 'after the second begin()' );
+    check_same( true, $q->rollback( $db ), 'rollback()' );
+    check_lock( $path, 'free', 'after rollback()' );
+} );
+
+t( 'transaction(): the writer lock is held while the function runs, free after it returns or throws', function () use ( $path ) {
+    $db = new SQLite3( $path );
+    $q = WriterLock\Queue::forConnection( $db );
+    $seen = $q->transaction( $db, function ( SQLite3 $db ) use ( $path ) {
+        $db->exec( "INSERT INTO pub (worker, seq) VALUES ('exclusion', 2)" );
+        return lock_probe( $path );
+    }, 5 );
+    check_same( 'held', $seen, 'what another process found inside transaction()' );
+    check_lock( $path, 'free', 'after transaction() returned' );
+    $seen = null;
+    expect_throw( 'DomainException', function () use ( $q, $db, $path, &$seen ) {
+        $q->transaction( $db, function () use ( $path, &$seen ) {
+            $seen = lock_probe( $path );
+            throw new DomainException( 'changed my mind' );
+        }, 5 );
+    } );
+    check_same( 'held', $seen, 'what another process found inside the transaction() that threw' );
+    check_lock( $path, 'free', 'after transaction() threw' );
+} );
+
+t( 'Exponential\'s queued driver: the writer lock is held from begin() to commit(), and to rollback()', function () use ( $path ) {
+    $ezdb = ez_driver( $path, array() );
+    $ezdb->begin();
+    check_lock( $path, 'held', 'after the driver\'s begin()' );
+    $ezdb->query( "INSERT INTO pub (worker, seq) VALUES ('exclusion', 3)" );
+    $ezdb->commit();
+    check_lock( $path, 'free', 'after the driver\'s commit()' );
+    $ezdb->begin();
+    check_lock( $path, 'held', 'after the driver\'s second begin()' );
+    $ezdb->rollback();
+    check_lock( $path, 'free', 'after the driver\'s rollback()' );
+} );
+
+t( 'begin() waits for a holder outside any SQLite transaction: busy after its wait, exact message, SQLite free all along', function () use ( $path ) {
+    $holder = start_lock_holder( $path );
+    try
+    {
+        check_sqlite_free( $path );
+        $db = new SQLite3( $path );
+        $q = new WriterLock\Queue( $path );
+        $start = microtime( true );
+        $e = expect_throw( 'WriterLock\\BusyException', function () use ( $q, $db ) { $q->begin( $db, 1.0 ); } );
+        $elapsed = microtime( true ) - $start;
+        check_busy( 'database is busy: the transaction could not start within 1 s (waited 1.0 s, ' . TX_SETTING . '), '
+                    . 'another write held the lock all that time; nothing was written', $e->getMessage(), 'message' );
+        check_wait( $elapsed, 1.0, 'begin(1.0) gave up after' );
+        check_same( $holder->pid, $e->holderPid(), 'holderPid()' );
+        check( !$q->holding(), 'holding after the timeout' );
+        check_sqlite_free( $path );
+        $e = expect_throw( 'WriterLock\\BusyException', function () use ( $q, $db ) {
+            $q->exec( $db, "INSERT INTO pub (worker, seq) VALUES ('not run', 1)", 0.5 );
+        } );
+        check_busy( 'database is busy: the statement waited 0.5 s for another write to end (limit 0.5 s, [DatabaseSettings] SQLiteBusyTimeout) '
+                    . 'and was not run; nothing was written', $e->getMessage(), 'message of exec()' );
+        check_same( 0, count_rows( $path, "worker = 'not run'" ), 'rows of the statement that waited' );
+    }
+    finally
+    {
+        release_holder( $holder );
+    }
+    $q->begin( $db, 1.0 );
+    check( $q->lastWait() < 0.5, 'after the holder let go begin() waited ' . $q->lastWait() . ' s' );
+    $q->rollback( $db );
+} );
+
+t( 'begin() gets the turn when a holder outside SQLite lets go during its wait, not before', function () use ( $path ) {
+    $holder = start_lock_holder( $path, 0.6 );
+    $db = new SQLite3( $path );
+    $q = new WriterLock\Queue( $path );
+    $q->begin( $db, 5 );
+    $waited = $q->lastWait();
+    check_same( "released", $holder->line(), 'the holder' );
+    $q->rollback( $db );
+    $holder->wait();
+    check( $waited >= 0.3 && $waited <= 5, "begin() waited $waited s for a holder that held 0.6 s" );
+} );
+
+t( 'Exponential\'s queued driver waits for a holder outside SQLite and fails the eZ way after SQLiteCLITransactionWait', function () use ( $path, $site ) {
+    @unlink( "$site/var/log/error.log" );
+    $ezdb = ez_driver( $path, array( 'SQLiteCLITransactionWait' => '1' ) );
+    $holder = start_lock_holder( $path );
+    try
+    {
+        $e = expect_throw( 'eZDBException', function () use ( $ezdb ) {
+            $ezdb->begin();
+            $ezdb->query( "INSERT INTO pub (worker, seq) VALUES ('ez not run', 1)" );
+            $ezdb->commit();
+        } );
+    }
+    finally
+    {
+        release_holder( $holder );
+    }
+    check_busy( 'database is busy: the transaction could not start within 1 s (waited 1.0 s, [DatabaseSettings] SQLiteCLITransactionWait), '
+                . 'another write held the lock all that time; nothing was written', $e->getMessage(), 'eZDBException message' );
+    check_same( 0, count_rows( $path, "worker = 'ez not run'" ), 'rows' );
+    $ezdb->begin();
+    check( $ezdb->writerQueue()->lastWait() < 0.5, 'after the holder let go the driver waited ' . $ezdb->writerQueue()->lastWait() . ' s' );
+    $ezdb->rollback();
+} );
