@@ -11,7 +11,7 @@ export PATH := $(CURDIR)/.tools/bin:$(PATH)
 export WL_PROFILE ?= dev
 
 .PHONY: deps build run test test-all test-rust test-c test-examples test-php test-python test-cli \
-        check-header header install bench lint fmt clean
+        check-header header install bench lint fmt clean mutants
 
 ## deps: install missing Debian packages (as root) and the project venv.
 deps:
@@ -51,6 +51,12 @@ test-php:
 
 test-python:
 	@python/tests/run.sh
+
+## mutants: mutation testing of the core's queue, hand-off, lock-file, wait, polling, Postgres
+## writer and floor modules with cargo-mutants (not in make test: hours on 2 cores; MODULES=...
+## picks modules); reports in mutants.out/.
+mutants:
+	@tests/mutants.sh
 
 ## lint: formatting and clippy over the whole workspace.
 lint:

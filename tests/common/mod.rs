@@ -186,15 +186,26 @@ pub fn open(path: &Path) -> Connection {
 }
 
 /// A single-threaded test runner for tests that fork: runs each test in
-/// turn (or those whose names contain the first non-flag argument), prints
-/// libtest-style lines and the closing `N passed, N failed` line, and exits
-/// non-zero on any failure.
+/// turn (or those whose names contain the first non-flag argument, leaving
+/// out those whose names contain a `--skip NAME` argument, as libtest does),
+/// prints libtest-style lines and the closing `N passed, N failed` line, and
+/// exits non-zero on any failure.
 pub fn run_tests(tests: &[(&str, fn())]) {
-    let filter: Option<String> = std::env::args().skip(1).find(|a| !a.starts_with('-'));
-    let list = std::env::args().any(|a| a == "--list");
+    let (mut filter, mut skips, mut list) = (None::<String>, Vec::<String>::new(), false);
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        if arg == "--skip" {
+            skips.extend(args.next());
+        } else if arg == "--list" {
+            list = true;
+        } else if !arg.starts_with('-') && filter.is_none() {
+            filter = Some(arg);
+        }
+    }
     let selected: Vec<_> = tests
         .iter()
         .filter(|(name, _)| filter.as_deref().is_none_or(|f| name.contains(f)))
+        .filter(|(name, _)| !skips.iter().any(|s| name.contains(s.as_str())))
         .collect();
     if list {
         for (name, _) in &selected {
