@@ -22,13 +22,17 @@
 # NICE (default 10), MUTANTS_TREE, MUTANTS_OUT, and
 # MUTANTS_ARGS (extra cargo-mutants arguments, e.g. "-F 'replace try_flock'").
 set -euo pipefail
+
+# All in one function, read whole before it runs: editing this file during a
+# run (a rebase, say) cannot change what the run does.
+main() {
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 version=27.1.0
 export PATH="$root/.tools/bin:$PATH"
 
 if [[ -z "${TEST_DATABASE_URL:-}" ]]; then
-    exec tests/with-postgres.sh "$0" "$@"
+    exec tests/with-postgres.sh "$0"
 fi
 
 if [[ "$(cargo mutants --version 2>/dev/null)" != "cargo-mutants $version" ]]; then
@@ -64,9 +68,10 @@ done <"$tree/.files"
 # The targets go to both the build and the test (--cargo-arg), so a mutant
 # builds only the test binaries that run.
 sqlite_targets=(--cargo-arg=--lib --cargo-arg=--test=queue --cargo-arg=--test=handoff
-    --cargo-arg=--test=faults --cargo-arg=--test=connection)
+    --cargo-arg=--test=faults --cargo-arg=--test=connection --cargo-arg=--test=exclusion)
 sqlite_tests=(-- --skip forty_eight_transactions --skip hot_loop --skip a_stopped_head_waiter)
-pg_targets=(--cargo-arg=--lib --cargo-arg=--test=pg_writer --cargo-arg=--test=pg_wire)
+pg_targets=(--cargo-arg=--lib --cargo-arg=--test=pg_writer --cargo-arg=--test=pg_wire
+    --cargo-arg=--test=pg_guarantees)
 pg_tests=()
 
 started=$(date +%s)
@@ -111,4 +116,6 @@ for module in $modules; do
     echo "src/$module.rs: caught $caught, missed $missed, timeout $timeout, unviable $unviable"
     [[ -s "$f/missed.txt" && -s "$q/missed.txt" ]] && sed 's/^/    missed: /' "$f/missed.txt"
 done
+}
+main
 exit 0
