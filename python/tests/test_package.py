@@ -78,10 +78,14 @@ def test_type_information_is_installed() -> None:
 
 def test_import_uses_the_one_system_libsqlite3() -> None:
     # A fresh interpreter: Python's sqlite3 and writerlock (both halves) loaded and used;
-    # /proc/self/maps must list exactly one libsqlite3, the system one.
+    # /proc/self/maps must list exactly one libsqlite3, the system one, and Python's sqlite3
+    # must run on it: the version that library's own sqlite3_libversion() gives (called
+    # through ctypes) is the one Python's sqlite3 reports.
     code = textwrap.dedent(
         """
-        import sqlite3, writerlock, writerlock.postgres, tempfile, os
+        import ctypes, sqlite3, writerlock, writerlock.postgres, tempfile, os
+        from writerlock import _native
+        import _sqlite3
         d = tempfile.mkdtemp()
         conn = sqlite3.connect(os.path.join(d, "x.db"), isolation_level=None)
         q = writerlock.WriterQueue(os.path.join(d, "x.db"))
@@ -93,7 +97,16 @@ def test_import_uses_the_one_system_libsqlite3() -> None:
                 parts = line.split()
                 if len(parts) >= 6 and "sqlite" in os.path.basename(parts[5]):
                     paths.add(parts[5])
+        libs = sorted(p for p in paths if "libsqlite3" in p)
+        if len(libs) == 1:
+            libversion = ctypes.CDLL(libs[0]).sqlite3_libversion
+            libversion.restype = ctypes.c_char_p
+            print(libversion().decode())
+        else:
+            print("-")
         print(sqlite3.sqlite_version)
+        print(_native.__file__)
+        print(_sqlite3.__file__)
         for p in sorted(paths):
             print(p)
         """
@@ -101,11 +114,29 @@ def test_import_uses_the_one_system_libsqlite3() -> None:
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.split()
-    version, paths = out[0], out[1:]
+    library_version, python_version, native, python_module, paths = (
+        out[0],
+        out[1],
+        out[2],
+        out[3],
+        out[4:],
+    )
     libs = [p for p in paths if "libsqlite3" in p]
     assert len(libs) == 1, f"expected one libsqlite3 mapped, found {paths}"
     assert libs[0].startswith(("/usr/lib", "/lib")), libs
-    assert version == sqlite3.sqlite_version
+    assert library_version == python_version, (
+        f"Python's sqlite3 reports SQLite {python_version} but the mapped {libs[0]} is "
+        f"{library_version}: Python's sqlite3 carries a SQLite of its own"
+    )
     # Nothing else that looks like SQLite is mapped besides Python's _sqlite3 module.
     others = [p for p in paths if "libsqlite3" not in p and "_sqlite3." not in p]
     assert others == [], others
+    # Neither writerlock's native module nor Python's _sqlite3 carries a copy of SQLite
+    # linked in (a bundled build): every SQLite has its file header's text in it, as the
+    # system library shows.
+    marker = b"SQLite format 3\x00"
+    with open(libs[0], "rb") as lib:
+        assert marker in lib.read(), f"{libs[0]} lacks SQLite's header text"
+    for module in (native, python_module):
+        with open(module, "rb") as f:
+            assert marker not in f.read(), f"{module} carries a SQLite of its own"
