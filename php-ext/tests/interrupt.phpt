@@ -19,7 +19,8 @@ function signal_later( $signal, $delay )
     return new Child( array( '/bin/sh', '-c', sprintf( 'sleep %.1f; kill -%d %d', $delay, $signal, getmypid() ) ) );
 }
 
-function attempt( callable $fn )
+/** Runs $fn, prints what it threw (a busy message compared with $busy, when given, through busy_as_expected()). */
+function attempt( callable $fn, $busy = null )
 {
     $start = microtime( true );
     try
@@ -29,7 +30,7 @@ function attempt( callable $fn )
     }
     catch ( Throwable $e )
     {
-        echo get_class( $e ), ': ', $e->getMessage(), "\n";
+        echo get_class( $e ), ': ', $busy === null ? $e->getMessage() : busy_as_expected( $busy, $e->getMessage() ), "\n";
     }
     return microtime( true ) - $start;
 }
@@ -53,7 +54,7 @@ echo "-- a handler that returns: it runs, and the wait goes on to its own limit\
 $ran = 0;
 pcntl_signal( SIGUSR1, function () use ( &$ran ) { $ran++; } );
 $sender = signal_later( SIGUSR1, 0.3 );
-$took = attempt( function () use ( $q, $db ) { $q->begin( $db, 1.5 ); } );
+$took = attempt( function () use ( $q, $db ) { $q->begin( $db, 1.5 ); }, 'database is busy: the transaction could not start within 1.5 s (waited 1.5 s, [DatabaseSettings] SQLiteTransactionWait), another write held the lock all that time; nothing was written' );
 $sender->wait();
 var_dump( $ran, $took >= 1.5 && $took < 4.0 );
 
@@ -102,7 +103,7 @@ RuntimeException: stopped by SIGUSR1
 bool(true)
 int(0)
 -- a handler that returns: it runs, and the wait goes on to its own limit
-WriterLock\BusyException: database is busy: the transaction could not start within 1.5 s (waited %d.%d s, [DatabaseSettings] SQLiteTransactionWait), another write held the lock all that time; nothing was written
+WriterLock\BusyException: database is busy: the transaction could not start within 1.5 s (waited 1.5 s, [DatabaseSettings] SQLiteTransactionWait), another write held the lock all that time; nothing was written
 int(1)
 bool(true)
 -- a wait longer than the time max_execution_time leaves ends before it, naming it

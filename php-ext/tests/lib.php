@@ -364,3 +364,14 @@ function check_lock( $path, $state, $when )
     $found = lock_probe( $path );
     check( $found === $state, "another process found the writer lock $found $when (flock(LOCK_EX|LOCK_NB) on $path.writer-lock)" );
 }
+
+/**
+ * For a .phpt's expected output: $expected when $actual is that busy
+ * message with a measured wait in bounds (busy_mismatch()), else $actual
+ * followed by what is wrong.
+ */
+function busy_as_expected( $expected, $actual )
+{
+    $wrong = busy_mismatch( $expected, $actual, true );
+    return $wrong === null ? $expected : "$actual [$wrong]";
+}
