@@ -477,15 +477,28 @@ fn a_lock_file_this_user_cannot_write_still_queues() {
         let q = WriterQueue::new(&db.path);
         let c = open(&db.path);
         match q.begin(&c, &wait_secs(1.0)) {
+            Err(Error::Busy(_)) => {}
+            Err(e) => {
+                eprintln!("other user: {e}");
+                return 2;
+            }
+            Ok(()) => return 1,
+        }
+        // The turn alone, without SQLite's write lock to refuse it too.
+        match q.take(
+            BusyKind::Statement,
+            &Wait::statement(Duration::from_millis(300)),
+        ) {
             Err(Error::Busy(_)) => 0,
             Err(e) => {
                 eprintln!("other user: {e}");
-                2
+                4
             }
-            Ok(()) => 1,
+            Ok(_) => 3,
         }
     });
     assert_eq!(wait(refused), 0, "the read-only lock file did not exclude");
+    assert_eq!(probe_lock(&db.path), Probe::Held);
     queue.rollback(&conn).expect("rollback");
 
     // Once free, the other user's writer takes its turn and writes.
@@ -570,7 +583,28 @@ fn two_handles_in_one_process_exclude_each_other() {
     a.begin(&ca, &wait_secs(5.0)).expect("a begins");
     let err = b.begin(&cb, &wait_secs(1.0)).expect_err("b must wait");
     assert!(err.busy().is_some(), "{err}");
+    // The turn alone, where SQLite's own write lock does not refuse b too.
+    let err = b
+        .take(
+            BusyKind::Statement,
+            &Wait::statement(Duration::from_millis(300)),
+        )
+        .expect_err("b must not get the turn");
+    assert!(err.busy().is_some(), "{err}");
     a.commit(&ca).expect("commit");
+    a.take(
+        BusyKind::Statement,
+        &Wait::statement(Duration::from_millis(300)),
+    )
+    .expect("a takes the turn alone");
+    let err = b
+        .take(
+            BusyKind::Statement,
+            &Wait::statement(Duration::from_millis(300)),
+        )
+        .expect_err("b must wait for a's turn without a transaction");
+    assert!(err.busy().is_some(), "{err}");
+    assert!(a.release().expect("release"));
     b.begin(&cb, &wait_secs(1.0)).expect("b begins after a");
     b.rollback(&cb).expect("rollback");
 }
