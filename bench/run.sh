@@ -6,7 +6,11 @@
 #
 # Without TEST_DATABASE_URL it runs itself inside tests/with-postgres.sh, which
 # starts a throwaway PostgreSQL cluster for scenarios 6 and 7 and removes it
-# afterwards. Results: target/bench/results.txt, results.json, waits.svg.
+# afterwards. Results: target/bench/results.txt, results.json, waits.svg. A
+# complete full run also writes bench/results/MACHINE.json, the committed
+# results the README's tables are made from (make bench-readme); MACHINE is
+# BENCH_MACHINE or the CPU count and model. A QUICK run records nothing there
+# unless BENCH_RECORD=1; BENCH_RECORD=0 keeps a full run from recording.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/.." && pwd)"
@@ -33,8 +37,17 @@ else
     echo "bench: no virtualenv at $venv (make deps creates it); the Python rows will say not measured" >&2
 fi
 args=()
+quick=
 if [[ -n "${QUICK:-}" && "${QUICK}" != "0" ]]; then
     args+=(--quick)
+    quick=1
+fi
+record="${BENCH_RECORD:-}"
+if [[ -z "$record" ]]; then
+    if [[ -n "$quick" ]]; then record=0; else record=1; fi
+fi
+if [[ "$record" != "0" ]]; then
+    args+=(--record "$root/bench/results")
 fi
 # On a shared machine other work steals CPU unevenly (a one-process baseline
 # loses more than sixteen workers do). Where allowed, every bench process runs

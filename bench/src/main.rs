@@ -7,7 +7,7 @@
 //! Figures are reported, never asserted.
 //!
 //! ```text
-//! writerlock-bench [--quick] [--only 1,2,3,4,5,8,6,7] [--out DIR]
+//! writerlock-bench [--quick] [--only 1,2,3,4,5,8,6,7] [--out DIR] [--record DIR]
 //! writerlock-bench worker CONFIG      (internal: one worker process)
 //! ```
 
@@ -17,6 +17,7 @@ mod clock;
 mod driverlock;
 mod error;
 mod pg;
+mod provenance;
 mod report;
 mod rtcount;
 mod spawn;
@@ -32,11 +33,14 @@ use serde_json::json;
 use crate::report::{Report, Target};
 
 const USAGE: &str =
-    "usage: writerlock-bench [--quick] [--only 1,2,3,4,5,8,6,7] [--writers 1,2,4,8,16] [--out DIR]
+    "usage: writerlock-bench [--quick] [--only 1,2,3,4,5,8,6,7] [--writers 1,2,4,8,16] [--out DIR] [--record DIR]
   --quick    the short run (also QUICK=1 in the environment)
   --only     run only these scenarios (4 and 5 use the runs of 1 and 3)
   --writers  scenario 3's writer counts (default 1,2,4,8,16; targets need 16)
   --out      where results.json, results.txt and waits.svg go (default target/bench)
+  --record   also write results.json as DIR/MACHINE.json (the committed results file),
+             only after a complete run: every scenario, the default writer counts, no
+             errors; MACHINE is BENCH_MACHINE, or the CPU count and model (2cpu-amd-epyc)
 The Postgres scenarios (6, 7) need TEST_DATABASE_URL; bench/run.sh provides a throwaway cluster.";
 
 /// One SQLite scenario.
@@ -47,14 +51,19 @@ struct Options {
     only: Vec<String>,
     writers: Vec<usize>,
     out: PathBuf,
+    record: Option<PathBuf>,
 }
+
+/// Scenario 3's writer counts unless `--writers` says otherwise.
+const DEFAULT_WRITERS: [usize; 5] = [1, 2, 4, 8, 16];
 
 fn parse(args: &[String]) -> Result<Options, String> {
     let mut o = Options {
         quick: std::env::var("QUICK").is_ok_and(|v| !v.is_empty() && v != "0"),
         only: Vec::new(),
-        writers: vec![1, 2, 4, 8, 16],
+        writers: DEFAULT_WRITERS.to_vec(),
         out: PathBuf::from("target/bench"),
+        record: None,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -73,6 +82,11 @@ fn parse(args: &[String]) -> Result<Options, String> {
                     .ok_or(format!("--writers wants positive counts, got {v:?}"))?;
             }
             "--out" => o.out = PathBuf::from(it.next().ok_or("--out needs a directory")?),
+            "--record" => {
+                o.record = Some(PathBuf::from(
+                    it.next().ok_or("--record needs a directory")?,
+                ));
+            }
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown argument {other}")),
         }
@@ -129,6 +143,13 @@ fn run(opts: &Options) -> ExitCode {
     let load_before = read_trimmed("/proc/loadavg");
     let cores = std::thread::available_parallelism()
         .map(|n| n.get())
+        .unwrap_or(0);
+    let machine = provenance::machine(cores, &cpu_model());
+    // The code measured: read before the first scenario, the build being done.
+    let checkout = provenance::checkout();
+    let started_unix = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
         .unwrap_or(0);
     // SAFETY: getpriority reads this process's nice value.
     let nice = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
@@ -205,7 +226,14 @@ fn run(opts: &Options) -> ExitCode {
     report.table(targets);
     let elapsed = started.elapsed();
     let load_after = read_trimmed("/proc/loadavg");
+    let complete = opts.only.is_empty() && opts.writers == DEFAULT_WRITERS && errors.is_empty();
     let meta = json!({
+        "machine": machine,
+        "run": if opts.quick { "quick" } else { "full" },
+        "complete": complete,
+        "commit": checkout["commit"],
+        "uncommitted_changes": checkout["uncommitted_changes"],
+        "date": provenance::iso_utc(started_unix),
         "cores": cores,
         "cpu": cpu_model(),
         "kernel": read_trimmed("/proc/sys/kernel/osrelease"),
@@ -227,9 +255,20 @@ fn run(opts: &Options) -> ExitCode {
         rusqlite::version(),
         if opts.quick { "QUICK run" } else { "full run" }
     );
-    if let Err(e) = write_outputs(opts, &report, meta, &subtitle) {
-        eprintln!("writerlock-bench: {e}");
-        errors.push(e.to_string());
+    match write_outputs(opts, &report, meta, &subtitle) {
+        Ok(text) => {
+            if let Some(dir) = &opts.record {
+                let file = dir.join(format!("{machine}.json"));
+                if let Err(e) = record(&file, &text, opts, &errors) {
+                    eprintln!("writerlock-bench: {e}");
+                    errors.push(e);
+                }
+            }
+        }
+        Err(e) => {
+            eprintln!("writerlock-bench: {e}");
+            errors.push(e.to_string());
+        }
     }
     println!(
         "writerlock-bench: done in {:.1} s (load average after: {load_after}); results in {}",
@@ -246,17 +285,56 @@ fn run(opts: &Options) -> ExitCode {
     }
 }
 
+/// Writes the results file `text` to `file` after a complete run; after
+/// any other run says why it leaves `file` as it is.
+fn record(
+    file: &std::path::Path,
+    text: &str,
+    opts: &Options,
+    errors: &[String],
+) -> Result<(), String> {
+    let why_not = if !opts.only.is_empty() {
+        Some("only some scenarios ran (--only)".to_string())
+    } else if opts.writers != DEFAULT_WRITERS {
+        Some("scenario 3 ran other writer counts (--writers)".to_string())
+    } else if !errors.is_empty() {
+        Some(format!(
+            "{} scenario(s) could not be measured",
+            errors.len()
+        ))
+    } else {
+        None
+    };
+    if let Some(why) = why_not {
+        println!("writerlock-bench: {} left as it was: {why}", file.display());
+        return Ok(());
+    }
+    let written = file
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|()| std::fs::write(file, text));
+    written.map_err(|e| format!("writing {}: {e}", file.display()))?;
+    println!(
+        "writerlock-bench: results recorded in {} (make bench-readme puts them in README.md)",
+        file.display()
+    );
+    Ok(())
+}
+
+/// Writes results.json, results.txt and waits.svg; returns the JSON text.
 fn write_outputs(
     opts: &Options,
     report: &Report,
     meta: serde_json::Value,
     subtitle: &str,
-) -> error::Result<()> {
+) -> error::Result<String> {
     let io = |what: &str, e| error::BenchError::io(what.to_string(), e);
     std::fs::create_dir_all(&opts.out).map_err(|e| io("creating the output directory", e))?;
     let json = report.to_json(meta);
     let text = serde_json::to_string_pretty(&json).unwrap_or_default();
-    std::fs::write(opts.out.join("results.json"), text + "\n")
+    let text = text + "\n";
+    std::fs::write(opts.out.join("results.json"), &text)
         .map_err(|e| io("writing results.json", e))?;
     let tables: String = report
         .tables
@@ -271,5 +349,5 @@ fn write_outputs(
         chart::svg(&report.series, subtitle),
     )
     .map_err(|e| io("writing waits.svg", e))?;
-    Ok(())
+    Ok(text)
 }

@@ -743,7 +743,7 @@ fn scenario7(url: &str, quick: bool, report: &mut Report) -> Result<()> {
     eprintln!("  running s7 with the idle limit (about 15 s)");
     let (took, error, ended) = recovery(url, &Settings::new(), &Settings::new())?;
     table.row(vec![
-        "15 s (the ledger spec's setting)".into(),
+        "15 s (the ledger session's setting)".into(),
         match &error {
             None => "committed".into(),
             Some(e) => format!("failed: {e}"),
@@ -801,7 +801,7 @@ fn scenario7(url: &str, quick: bool, report: &mut Report) -> Result<()> {
             waiter.get_lock_wait().as_secs()
         ));
     }
-    table.note("The ledger spec: 15.0 s with the idle limit; the base still waiting after 90 s. Target ≤ 15.5 s.");
+    table.note("Target ≤ 15.5 s: the server ends the idle holder at its 15 s limit, and the next writer commits at once.");
     report.table(table);
     report.record("s7_pg_recovery", json!(rows));
     Ok(())
