@@ -11,7 +11,7 @@ export PATH := $(CURDIR)/.tools/bin:$(PATH)
 export WL_PROFILE ?= dev
 
 .PHONY: deps build run test test-all test-rust test-c test-examples test-php test-python test-cli \
-        check-header header install bench lint fmt clean mutants
+        check-header header install bench bench-readme check-bench-readme lint fmt clean mutants
 
 ## deps: install missing Debian packages (as root) and the project venv.
 deps:
@@ -29,7 +29,7 @@ run: build
 test: deps
 	@tests/with-postgres.sh $(MAKE) --no-print-directory test-all
 
-test-all: lint check-header test-rust test-c test-examples test-cli test-php test-python
+test-all: lint check-header check-bench-readme test-rust test-c test-examples test-cli test-php test-python
 
 ## test-rust: the core's tests, the C binding's unit tests (its panic boundary
 ## among them) and the bench crate's tests.
@@ -75,9 +75,18 @@ check-header:
 install: build
 	@WL_PROFILE=release DEBUG_INFO="$(DEBUG_INFO)" bindings/install.sh "$(PREFIX)"
 
-## bench: measured figures, side by side (QUICK=1 for a short run).
+## bench: measured figures, side by side (QUICK=1 for a short run); a complete
+## full run also records them in bench/results/MACHINE.json (bench/README.md).
 bench: build
 	@bench/run.sh
+
+## bench-readme: README.md's performance figures from the newest committed results.
+bench-readme:
+	@python3 bench/readme.py write
+
+## check-bench-readme: fails when README.md's figures differ from their results file.
+check-bench-readme:
+	@python3 bench/readme.py check
 
 clean:
 	$(CARGO) clean
