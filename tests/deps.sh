@@ -11,6 +11,7 @@ packages=(
     postgresql                                  # throwaway test cluster
     php8.2-cli php8.2-dev php8.2-sqlite3 php8.2-fpm libclang-dev libfcgi-bin  # PHP extension
     valgrind                                    # the C ABI test runs under valgrind
+    util-linux                                  # flock(1): the C ABI test probes lock files with it
     binutils                                    # strip: php-ext/install.sh installs a stripped build
     pgbouncer nftables                          # Postgres fault tests: a real pooler, a cut network
 )

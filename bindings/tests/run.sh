@@ -29,6 +29,7 @@ cc="${CC:-cc}"
 command -v "$cc" >/dev/null 2>&1 || die "no C compiler ($cc); install one with: apt-get install -y gcc (or: make deps)"
 command -v pkg-config >/dev/null 2>&1 || die "pkg-config is missing; install it with: apt-get install -y pkg-config (or: make deps)"
 command -v valgrind >/dev/null 2>&1 || die "valgrind is missing; install it with: apt-get install -y valgrind (or: make deps)"
+command -v flock >/dev/null 2>&1 || die "flock (util-linux) is missing; install it with: apt-get install -y util-linux (or: make deps)"
 pkg-config --exists sqlite3 || die "the SQLite headers are missing; install them with: apt-get install -y libsqlite3-dev (or: make deps)"
 if [[ -z "${TEST_DATABASE_URL:-}" ]]; then
     echo "run.sh: TEST_DATABASE_URL is not set: the Postgres tests will FAIL." >&2

@@ -15,6 +15,7 @@ import pytest
 
 import writerlock
 from conftest import admin_url, wait_until
+from test_sqlite_queue import lock_is_held
 from writerlock import postgres
 
 
@@ -108,7 +109,8 @@ def test_queue_connection_closed_inside_the_transaction(db: str) -> None:
     conn.close()  # SQLite rolls back
     with pytest.raises(sqlite3.ProgrammingError, match="closed"):
         q.commit(conn)
-    assert not q.holding  # the turn was given back
+    # The turn was given back: the lock file is free (`holding` alone is this handle's flag).
+    assert not q.holding and not lock_is_held(db)
     other = sqlite3.connect(db, isolation_level=None)
     with q.transaction(other, wait=2.0):
         other.execute("INSERT INTO t VALUES (2)")
@@ -133,7 +135,7 @@ def test_queue_connection_from_another_thread(db: str) -> None:
     t.join()
     assert len(caught) == 1 and type(caught[0]) is sqlite3.ProgrammingError, caught
     assert "same thread" in str(caught[0])
-    assert not q.holding
+    assert not q.holding and not lock_is_held(db)
     with q.transaction(conn, wait=2.0):  # the turn was given back
         conn.execute("INSERT INTO t VALUES (1)")
 
@@ -168,7 +170,7 @@ def test_queue_exception_in_a_callback_is_not_swallowed(db: str) -> None:
     conn = sqlite3.connect(db, isolation_level=None, factory=Exploding)
     with pytest.raises(KeyboardInterrupt, match="stop"):
         q.begin(conn)
-    assert not q.holding
+    assert not q.holding and not lock_is_held(db)
 
 
 # ---------------------------------------------------------------------------------------------

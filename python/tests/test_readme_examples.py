@@ -140,17 +140,28 @@ def test_the_sqlalchemy_recipe_makes_writers_take_turns(tmp_path: Path) -> None:
 RECIPE_USES = """
 import sys
 exec(open(sys.argv[1]).read().split("with engine.begin() as conn:")[0])   # the recipe's set-up
+import fcntl, os
 from sqlalchemy import text
 
-def check(label):
-    assert not queue.holding, label
+def lock_file_held():                                  # probed on a fresh open file description
+    fd = os.open("ledger.db" + writerlock.LOCK_SUFFIX, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+def check(label):                                      # the turn given back, not only the flag
+    assert not queue.holding and not lock_file_held(), label
 
 with engine.begin() as conn:                           # commit at the end of the block
     conn.execute(text("CREATE TABLE IF NOT EXISTS t (x INTEGER)"))
 check("begin block")
 with engine.connect() as conn:                         # SQLAlchemy 2.0 commit-as-you-go
     conn.execute(text("INSERT INTO t VALUES (1)"))
-    assert queue.holding                               # autobegin took the turn
+    assert queue.holding and lock_file_held()          # autobegin took the turn
     conn.commit()
     check("commit")
     conn.execute(text("INSERT INTO t VALUES (2)"))
