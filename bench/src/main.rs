@@ -351,3 +351,37 @@ fn write_outputs(
     .map_err(|e| io("writing waits.svg", e))?;
     Ok(text)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{parse, record};
+
+    fn args(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn only_a_complete_run_is_recorded() {
+        let dir =
+            std::env::temp_dir().join(format!("writerlock-bench-record-{}", std::process::id()));
+        let file = dir.join("results").join("m.json");
+        let _ = std::fs::remove_dir_all(&dir);
+        let partial = [
+            (args(&["--only", "1"]), Vec::new()),
+            (args(&["--writers", "1,16"]), Vec::new()),
+            (Vec::new(), vec!["Postgres: no server".to_string()]),
+        ];
+        for (argv, errors) in &partial {
+            let opts = parse(argv).expect("arguments");
+            record(&file, "{}\n", &opts, errors).expect("a partial run is no error");
+            assert!(!file.exists(), "{argv:?} {errors:?} recorded its results");
+        }
+        let opts = parse(&args(&["--quick"])).expect("arguments");
+        record(&file, "{\"x\": 1}\n", &opts, &[]).expect("recording");
+        assert_eq!(
+            std::fs::read_to_string(&file).expect("the results file"),
+            "{\"x\": 1}\n"
+        );
+        std::fs::remove_dir_all(&dir).expect("cleaning up");
+    }
+}

@@ -549,7 +549,6 @@ impl<'r> Sqlite<'r> {
         table.note("÷ best serial run: against one process committing alone with BEGIN IMMEDIATE and no queue, run before each group; the best of those runs (a different run from the one measured, possibly minutes apart) is the serial rate (other work on a shared machine only slows a run).");
         table.note("Longest txn: the longest BEGIN-returned to commit-returned time of one transaction, the serial run's included: a WAL checkpoint's fsync (every ~1000 pages) or a preemption. A writer waiting behind 15 slices waits through every such transaction in them, which no queue can shorten.");
         table.note("Waits include those still running at the end of the run (counted to the end). Deferred BEGIN with one INSERT takes the write lock at that first statement, under the busy handler: here it behaves like BEGIN IMMEDIATE.");
-        table.note("Measured before the hand-off page: busy handler 1.12 (4 writers) / 1.05 (16), longest wait 5.0 s / 5.2 s; the driver's polling protocol 0.02 / 0.07, longest 44 / 55 ms.");
         self.report.table(table);
         self.report.record(
             "s3_short_transactions",
@@ -667,7 +666,7 @@ impl<'r> Sqlite<'r> {
     pub fn scenario4(&mut self) -> Result<()> {
         let mut table = Table::new(
             "Scenario 4: hand-off latency, one writer's commit returning to the next writer's BEGIN returning",
-            &["source", "mode", "hand-offs", "p50", "p99", "max", "next BEGIN before commit returned"],
+            &["source", "mode", "hand-offs", "p50", "p99", "max", "next BEGIN before commit returned (counted as 0)"],
         );
         let mut json_rows = Vec::new();
         let mut sources: Vec<(String, Mode, Vec<i64>)> = Vec::new();
@@ -766,7 +765,7 @@ impl<'r> Sqlite<'r> {
                 "mean txn time",
                 "ideal FIFO wait",
                 "longest wait",
-                "÷ ideal",
+                "longest ÷ ideal",
                 "wait p99",
                 "per writer min / max",
                 "worst from mean",
