@@ -166,13 +166,18 @@ for source in "$here"/*.rs; do
     case "$name" in
     queue) rows=1 table=ezurl ;;
     interrupt)
-        # Writes nothing: its wait must end early, with the interrupted message.
-        if (cd "$dir" && timeout 20 "$target/examples/$name" db.sqlite) >"$dir/out" 2>&1 &&
-            grep -q "^the wait for the writer turn was interrupted after 0\.[0-9] s; nothing was written$" "$dir/out"; then
+        # Writes nothing: its wait must end early (the flag is set at 0.3 s), with the
+        # interrupted message quoting the measured wait; a loaded machine may end it late, so
+        # the number is bounded generously rather than matched.
+        waited=""
+        if (cd "$dir" && timeout 20 "$target/examples/$name" db.sqlite) >"$dir/out" 2>&1; then
+            waited="$(sed -n 's/^the wait for the writer turn was interrupted after \([0-9]*\.[0-9]\) s; nothing was written$/\1/p' "$dir/out" | head -1)"
+        fi
+        if [[ -n "$waited" ]] && awk -v w="$waited" 'BEGIN { exit !(w >= 0.2 && w <= 2.3) }'; then
             pass "rust_${name}_runs"
             echo "    $(head -1 "$dir/out")"
         else
-            fail "rust_${name}_runs" "expected the interrupted message within a second:" "$(tail -5 "$dir/out")"
+            fail "rust_${name}_runs" "expected the interrupted message after 0.3 s (at most 2.3 s):" "$(tail -5 "$dir/out")"
         fi
         continue
         ;;
