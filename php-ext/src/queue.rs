@@ -18,7 +18,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ext_php_rs::convert::FromZvalMut;
 use ext_php_rs::convert::IntoZval;
@@ -594,8 +594,9 @@ impl Queue {
                 failure,
             })
         })?;
-        if self.mine() && self.began_on(object) {
-            // Inside this queue's own transaction: the turn is ours already.
+        if self.mine() && (self.began_on.is_none() || self.began_on(object)) {
+            // Inside this queue's own transaction, or under a turn taken with
+            // acquire(): the turn is ours already.
             return session.exec(&sql).map_err(|failure| {
                 to_php(&Error::Sqlite {
                     statement: "the statement",
@@ -639,12 +640,85 @@ impl Queue {
         }
     }
 
+    /// Takes the writer turn without starting a transaction, within
+    /// `$waitSeconds` (default 25 s, below 1 s raised to 1 s), for code that
+    /// runs its own `BEGIN IMMEDIATE` (or writes outside SQLite) in turn.
+    /// Returns the seconds it waited. Give the turn back with `release()`;
+    /// `exec()` through this queue runs at once meanwhile. Throws
+    /// `WriterLock\BusyException` when the wait runs out.
+    #[php(defaults(waitSeconds = DEFAULT_WAIT, setting = TRANSACTION_SETTING))]
+    pub fn acquire(&mut self, waitSeconds: Seconds, setting: String) -> PhpResult<f64> {
+        let limit = waitSeconds.get("acquire", 1, "waitSeconds")?;
+        if self.mine() {
+            return Err(exceptions::plain(
+                Kind::Base,
+                "WriterLock\\Queue::acquire(): this queue already holds the writer turn; give it \
+                 back first (release() after acquire(), commit() or rollback() after begin())",
+                0,
+            ));
+        }
+        let core = Arc::clone(&self.core);
+        let started = Instant::now();
+        let outcome = interrupt::run(
+            BusyKind::Transaction,
+            limit.max(MIN_TRANSACTION_WAIT),
+            &setting,
+            Wait::transaction,
+            || holder_of(&core),
+            |wait| core.take(BusyKind::Transaction, wait),
+        );
+        match outcome {
+            Ok(_) => {
+                self.took = Some(current_pid());
+                self.began_on = None;
+                self.last_wait = started.elapsed();
+                Ok(self.last_wait.as_secs_f64())
+            }
+            Err(Stopped::HandlerThrew) => Err(handler_threw()),
+            Err(Stopped::Core(err)) => {
+                if let Some(busy) = err.busy() {
+                    self.last_wait = busy.waited;
+                }
+                Err(to_php(&err))
+            }
+        }
+    }
+
+    /// Gives back the turn `acquire()` took. Throws `WriterLock\Exception`
+    /// when this queue holds no turn, or holds it for a transaction (end that
+    /// with `commit()` or `rollback()`).
+    pub fn release(&mut self) -> PhpResult<()> {
+        if !self.mine() {
+            self.settle();
+            return Err(exceptions::plain(
+                Kind::Base,
+                "WriterLock\\Queue::release(): this queue does not hold the writer turn, so there \
+                 is nothing to release; call acquire() first, and release() once for each \
+                 acquire()",
+                0,
+            ));
+        }
+        if self.began_on.is_some() {
+            return Err(exceptions::plain(
+                Kind::Base,
+                "WriterLock\\Queue::release(): this queue holds the writer turn for a transaction \
+                 it began; end it with commit() or rollback(), which give the turn back (the \
+                 transaction and the writer turn stay open)",
+                0,
+            ));
+        }
+        let result = self.core.release();
+        self.settle();
+        result.map(|_| ()).map_err(|err| to_php(&err))
+    }
+
     /// Whether this queue holds the writer turn in this process.
     pub fn holding(&self) -> bool {
         self.mine()
     }
 
-    /// Seconds the last `begin()` or queued `exec()` waited for its turn.
+    /// Seconds the last `begin()`, `acquire()` or queued `exec()` waited for
+    /// its turn.
     pub fn last_wait(&self) -> f64 {
         self.last_wait.as_secs_f64()
     }
@@ -676,6 +750,16 @@ impl Queue {
         session
             .check_open()
             .map_err(|failure| to_php(&Error::NotStarted { failure }))?;
+        if self.mine() && self.began_on.is_none() {
+            return Err(exceptions::plain(
+                Kind::Base,
+                &format!(
+                    "WriterLock\\Queue::{method}(): this queue holds the writer turn it took with \
+                     acquire(); call release() before beginning a transaction through it"
+                ),
+                0,
+            ));
+        }
         if self.mine() {
             // PHP words for what the core says about a second begin.
             let on = if self.began_on(object) {
@@ -749,6 +833,16 @@ impl Queue {
         if !self.mine() {
             self.settle();
             return Err(to_php(&Error::NotHolding));
+        }
+        if self.began_on.is_none() {
+            return Err(exceptions::plain(
+                Kind::Base,
+                &format!(
+                    "WriterLock\\Queue::{method}(): this queue holds the writer turn it took with \
+                     acquire() and began no transaction; call release() to give the turn back"
+                ),
+                0,
+            ));
         }
         if !self.began_on(object) {
             // COMMIT on another connection would end nothing, and the turn

@@ -72,8 +72,16 @@ const DOCS = array(
             . "(its main database, as PRAGMA database_list names it).\n\n"
             . "@throws Exception for an in-memory or temporary database\n"
             . "@throws \\ValueError for a PDO of another driver than sqlite",
+        'acquire' => "Takes the writer turn without starting a transaction, within \$waitSeconds\n"
+            . "(below 1 s raised to 1 s), for code that runs its own BEGIN IMMEDIATE in turn.\n"
+            . "exec() through this queue runs at once while it holds the turn.\n\n"
+            . "@return float the seconds it waited\n"
+            . "@throws BusyException the wait ran out\n"
+            . "@throws Exception this queue already holds the turn",
+        'release' => "Gives back the turn acquire() took.\n\n"
+            . "@throws Exception this queue holds no turn, or holds it for a transaction (end that with commit() or rollback())",
         'holding' => "Whether this queue holds the writer turn in this process.",
-        'lastWait' => "Seconds the last begin() or queued exec() waited for its turn.",
+        'lastWait' => "Seconds the last begin(), acquire() or queued exec() waited for its turn.",
     ),
 );
 

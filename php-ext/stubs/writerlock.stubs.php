@@ -110,10 +110,28 @@ namespace WriterLock {
          */
         public function exec(\SQLite3|\PDO $db, string $sql, float $busySeconds, string $setting = '[DatabaseSettings] SQLiteBusyTimeout'): void {}
 
+        /**
+         * Takes the writer turn without starting a transaction, within $waitSeconds
+         * (below 1 s raised to 1 s), for code that runs its own BEGIN IMMEDIATE in turn.
+         * exec() through this queue runs at once while it holds the turn.
+         *
+         * @return float the seconds it waited
+         * @throws BusyException the wait ran out
+         * @throws Exception this queue already holds the turn
+         */
+        public function acquire(float $waitSeconds = 25.0, string $setting = '[DatabaseSettings] SQLiteTransactionWait'): float {}
+
+        /**
+         * Gives back the turn acquire() took.
+         *
+         * @throws Exception this queue holds no turn, or holds it for a transaction (end that with commit() or rollback())
+         */
+        public function release(): void {}
+
         /** Whether this queue holds the writer turn in this process. */
         public function holding(): bool {}
 
-        /** Seconds the last begin() or queued exec() waited for its turn. */
+        /** Seconds the last begin(), acquire() or queued exec() waited for its turn. */
         public function lastWait(): float {}
 
         /**

@@ -27,7 +27,7 @@ var_dump( $rc );
 foreach ( array( 'final class WriterLock\\Queue', 'class WriterLock\\BusyException extends WriterLock\\Exception',
                  'class WriterLock\\Exception extends RuntimeException', 'class WriterLock\\StartException extends WriterLock\\Exception',
                  'public method begin', 'public method transaction', 'static public method forConnection', 'public method commit',
-                 'public method rollback', 'public method exec', 'public method holding', 'public method lastWait',
+                 'public method rollback', 'public method exec', 'public method acquire', 'public method release', 'public method holding', 'public method lastWait',
                  'public method waited', 'public method holderPid', '<required> SQLite3|PDO $db', '<required> callable $fn',
                  '<optional> float $waitSeconds = 25.0', '<optional> float $wait = 25.0',
                  "<optional> string \$setting = '[DatabaseSettings] SQLiteTransactionWait'",

@@ -173,3 +173,96 @@ t( 'Exponential\'s queued driver waits for a holder outside SQLite and fails the
     check( $ezdb->writerQueue()->lastWait() < 0.5, 'after the holder let go the driver waited ' . $ezdb->writerQueue()->lastWait() . ' s' );
     $ezdb->rollback();
 } );
+
+t( 'acquire() and release(): another process cannot flock() the writer lock in between, with no SQLite connection anywhere', function () use ( $path ) {
+    $q = new WriterLock\Queue( $path );
+    $waited = $q->acquire( 2.0 );
+    check( is_float( $waited ) && $waited >= 0 && $waited < 1.0, "acquire() returned $waited" );
+    check( $q->holding(), 'not holding after acquire()' );
+    check_lock( $path, 'held', 'after acquire()' );
+    $e = expect_throw( 'WriterLock\\Exception', function () use ( $q ) { $q->acquire( 1.0 ); } );
+    check_same( 'WriterLock\\Queue::acquire(): this queue already holds the writer turn; give it back first (release() after acquire(), '
+                . 'commit() or rollback() after begin())', $e->getMessage(), 'a second acquire()' );
+    $db = new SQLite3( $path );
+    $e = expect_throw( 'WriterLock\\Exception', function () use ( $q, $db ) { $q->begin( $db, 1.0 ); } );
+    check_same( 'WriterLock\\Queue::begin(): this queue holds the writer turn it took with acquire(); call release() before beginning '
+                . 'a transaction through it', $e->getMessage(), 'begin() under acquire()' );
+    $e = expect_throw( 'WriterLock\\Exception', function () use ( $q, $db ) { $q->commit( $db ); } );
+    check_same( 'WriterLock\\Queue::commit(): this queue holds the writer turn it took with acquire() and began no transaction; '
+                . 'call release() to give the turn back', $e->getMessage(), 'commit() under acquire()' );
+    $start = microtime( true );
+    $q->exec( $db, "INSERT INTO pub (worker, seq) VALUES ('acquired', 1)", 0.5 );
+    check( microtime( true ) - $start < 0.4, 'exec() under acquire() waited for its own turn' );
+    check_lock( $path, 'held', 'after exec() under acquire()' );
+    $q->release();
+    check( !$q->holding(), 'holding after release()' );
+    check_lock( $path, 'free', 'after release()' );
+    check_same( 1, count_rows( $path, "worker = 'acquired'" ), 'rows written under acquire()' );
+    $e = expect_throw( 'WriterLock\\Exception', function () use ( $q ) { $q->release(); } );
+    check_same( 'WriterLock\\Queue::release(): this queue does not hold the writer turn, so there is nothing to release; call acquire() '
+                . 'first, and release() once for each acquire()', $e->getMessage(), 'release() without a turn' );
+    $q->begin( $db, 1.0 );
+    $e = expect_throw( 'WriterLock\\Exception', function () use ( $q ) { $q->release(); } );
+    check( strpos( $e->getMessage(), 'holds the writer turn for a transaction it began' ) !== false, 'release() inside a transaction: ' . $e->getMessage() );
+    check_lock( $path, 'held', 'after release() refused inside a transaction' );
+    $q->rollback( $db );
+    $other = new WriterLock\Queue( $path );
+    $other->acquire( 1.0 );
+    check_lock( $path, 'held', 'after acquire() by another queue object' );
+    unset( $other );
+    check_lock( $path, 'free', 'after the queue object that acquired was freed' );
+} );
+
+t( 'acquire() waits for a holder outside SQLite: busy after its wait, exact message', function () use ( $path ) {
+    $holder = start_lock_holder( $path );
+    try
+    {
+        $q = new WriterLock\Queue( $path );
+        $start = microtime( true );
+        $e = expect_throw( 'WriterLock\\BusyException', function () use ( $q ) { $q->acquire( 0.2 ); } );
+        check_wait( microtime( true ) - $start, 1.0, 'acquire(0.2) gave up after' );
+        check_busy( 'database is busy: the transaction could not start within 1 s (waited 1.0 s, ' . TX_SETTING . '), '
+                    . 'another write held the lock all that time; nothing was written', $e->getMessage(), 'message' );
+        check_same( $holder->pid, $e->holderPid(), 'holderPid()' );
+        check_same( $e->waited(), $q->lastWait(), 'lastWait()' );
+        check( !$q->holding(), 'holding after the timeout' );
+    }
+    finally
+    {
+        release_holder( $holder );
+    }
+    $q->acquire( 1.0 );
+    $q->release();
+} );
+
+t( 'turns taken with acquire() by 4 processes at once never overlap', function () use ( $path ) {
+    $takers = array();
+    for ( $i = 0; $i < 4; $i++ )
+    {
+        $takers[] = $taker = new Child( php_cmd( __DIR__ . '/helpers/turn_taker.php', array( $path, 8, 15 ) ) );
+        check_same( 'ready', $taker->line(), 'turn taker' );
+    }
+    foreach ( $takers as $taker )
+    {
+        $taker->send( "go\n" );
+    }
+    $turns = array();
+    foreach ( $takers as $taker )
+    {
+        $code = $taker->wait();
+        check( $code === 0, "a turn taker exited with $code: {$taker->err}" );
+        foreach ( explode( "\n", trim( $taker->out ) ) as $line )
+        {
+            list( $enter, $leave ) = array_map( 'intval', explode( ' ', $line ) );
+            $turns[] = array( $enter, $leave, $taker->pid );
+        }
+    }
+    check_same( 32, count( $turns ), 'turns taken' );
+    sort( $turns );
+    for ( $i = 1; $i < count( $turns ); $i++ )
+    {
+        list( $enter, , $pid ) = $turns[$i];
+        list( , $leave, $before ) = $turns[$i - 1];
+        check( $enter >= $leave, sprintf( 'process %d entered %.1f ms before process %d left its turn', $pid, ( $leave - $enter ) / 1e6, $before ) );
+    }
+} );
