@@ -1134,20 +1134,22 @@ static void test_queued_writer_waits_for_a_holder_outside_sqlite(void) {
         EXPECT_RC(WL_BUSY, wl_queue_take(q, WL_BUSY_STATEMENT, 0.1, NULL, NULL));
         if (wl_queue_holding(q)) wl_queue_release(q, NULL);
 
-        double t0 = now();
-        EXPECT_RC(WL_BUSY, wl_queue_begin(q, db, 1.0, NULL));
-        double elapsed = now() - t0;
-        if (wl_queue_holding(q)) wl_queue_rollback(q, db);
-        check_busy_sentence(BUSY_TXN_FMT, 1.0, 3.0);
-        CHECK(elapsed >= 1.0, "%s: the busy transaction gave up after %.3f s", who, elapsed);
+        if (!raw) { /* a transaction's wait (1 s at least), once */
+            double t0 = now();
+            EXPECT_RC(WL_BUSY, wl_queue_begin(q, db, 1.0, NULL));
+            double elapsed = now() - t0;
+            if (wl_queue_holding(q)) wl_queue_rollback(q, db);
+            check_busy_sentence(BUSY_TXN_FMT, 1.0, 3.0);
+            CHECK(elapsed >= 1.0, "%s: the busy transaction gave up after %.3f s", who, elapsed);
+            CHECK(sqlite3_get_autocommit(db) == 1, "%s: a transaction was begun", who);
+        }
+
+        EXPECT_RC(WL_BUSY, wl_queue_exec(q, db, "INSERT INTO t VALUES (1)", 0.3, NULL));
+        check_busy_sentence(BUSY_STMT_FMT, 0.3, 2.3);
         wl_error *err = wl_last_error();
         CHECK(wl_error_busy_holder_pid(err) == (uint32_t)h.pid, "%s: holder pid %u, expected %d",
               who, wl_error_busy_holder_pid(err), (int)h.pid);
         wl_error_free(err);
-        CHECK(sqlite3_get_autocommit(db) == 1, "%s: a transaction was begun", who);
-
-        EXPECT_RC(WL_BUSY, wl_queue_exec(q, db, "INSERT INTO t VALUES (1)", 0.3, NULL));
-        check_busy_sentence(BUSY_STMT_FMT, 0.3, 2.3);
         EXPECT_RC(WL_BUSY, wl_queue_take(qp, WL_BUSY_STATEMENT, 0.3, NULL, NULL));
         check_busy_sentence(BUSY_TAKE_FMT, 0.3, 2.3);
         if (wl_queue_holding(qp)) wl_queue_release(qp, NULL);
@@ -1156,7 +1158,7 @@ static void test_queued_writer_waits_for_a_holder_outside_sqlite(void) {
         CHECK(count_rows(db, "SELECT count(*) FROM t") == 0, "%s: the busy statement ran", who);
 
         CHECK(stop_holder(&h) == 0, "%s: the holder failed", who);
-        t0 = now();
+        double t0 = now();
         EXPECT_RC(WL_OK, wl_queue_take(qp, WL_BUSY_STATEMENT, 5.0, NULL, NULL));
         CHECK(now() - t0 < 1.0, "%s: the freed turn took %.3f s", who, now() - t0);
         EXPECT_RC(WL_OK, wl_queue_release(qp, NULL));
