@@ -1005,6 +1005,9 @@ static void test_turns_alone_never_overlap(void) {
         }
     }
     CHECK(overlaps == 0, "%d of %d turns overlapped the turn before them", overlaps, n);
+    if (n > 1)
+        printf("    %d turns by %d processes in %.0f ms, none overlapping\n", n, EXCL_WRITERS,
+               (spans[n - 1][1] - spans[0][0]) * 1e3);
     munmap(log, sizeof *log);
 }
 
@@ -1227,6 +1230,8 @@ static void test_spawned_program_does_not_keep_a_dead_holders_turn(void) {
     double took = now() - t0;
     CHECK(took < 0.5, "the dead holder's turn took %.3f s to come free while its spawned program "
           "(pid %d) lives", took, (int)sleeper);
+    printf("    the dead holder's turn was taken in %.1f ms, its spawned program still running\n",
+           took * 1e3);
     EXPECT_RC(WL_OK, wl_queue_release(q, NULL));
     wl_queue_free(q);
     kill(sleeper, SIGKILL);
