@@ -63,10 +63,18 @@ fn a_relative_name_starting_with_file_is_made_absolute() {
 
 /// A child forked by a process that has used the queue keeps its standard
 /// input, output and error: the fork handler closes only the lock files'
-/// descriptors it registered. Runs in the test process itself (never a
-/// forked one), where the handler's table is as the program started.
+/// descriptors still open (here those of a live handle, not those of a
+/// handle dropped before). Runs in the test process itself (never a forked
+/// one), where the handler's table is as the program started.
 fn a_forked_child_keeps_its_standard_descriptors() {
     let db = Db::new();
+    {
+        let earlier = WriterQueue::new(&db.path);
+        earlier
+            .take(BusyKind::Transaction, &turn_wait())
+            .expect("the turn");
+        earlier.release().expect("release");
+    }
     let queue = WriterQueue::new(&db.path);
     queue
         .take(BusyKind::Transaction, &turn_wait())
