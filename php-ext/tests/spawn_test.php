@@ -1,8 +1,11 @@
 <?php
 // A program a writer starts keeps none of the writer's lock files: a holder
-// that starts a long-running program (through exec(), a shell spawned
-// without fork handlers, and through proc_open()) and then dies leaves the
-// turn free for the next writer at once, though the program lives on.
+// that starts a long-running program and then dies leaves the turn free for
+// the next writer at once, though the program lives on. PHP's exec() starts
+// its shell with posix_spawn (no fork handlers run), so only O_CLOEXEC on the
+// lock files keeps them from the program: that case fails without it.
+// proc_open() forks, and the core's fork handler closes the lock files in the
+// child before the exec: that case fails only without both.
 require __DIR__ . '/lib.php';
 
 $dir = tmpdir();
