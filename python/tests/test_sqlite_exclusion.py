@@ -34,7 +34,9 @@ def db(tmp_path: Path) -> str:
     path = str(tmp_path / "ledger.db")
     setup_database(path)
     # The lock files exist from the first turn on.
-    writerlock.WriterQueue(path).execute(connect(path), "UPDATE counter SET n = n")
+    conn = connect(path)
+    writerlock.WriterQueue(path).execute(conn, "UPDATE counter SET n = n")
+    conn.close()
     return path
 
 
@@ -51,9 +53,13 @@ def python(code: str, *args: str) -> "subprocess.Popen[str]":
 
 
 def end(proc: "subprocess.Popen[str]") -> None:
+    """Kills ``proc`` if it still runs, reaps it and closes its pipes."""
     if proc.poll() is None:
         proc.kill()
     proc.wait(timeout=10)
+    for pipe in (proc.stdin, proc.stdout):
+        if pipe is not None:
+            pipe.close()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -246,6 +252,7 @@ def test_a_queued_writer_waits_for_a_holder_outside_any_sqlite_transaction(
         assert info.value.holder_pid == holder
         assert not q.holding
         assert sqlite_is_free(db)
+    conn.close()
     assert count(db) == 0
     start = time.monotonic()
     q.acquire(wait=5.0)
