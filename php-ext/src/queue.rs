@@ -596,7 +596,13 @@ impl Queue {
         })?;
         if self.mine() && (self.began_on.is_none() || self.began_on(object)) {
             // Inside this queue's own transaction, or under a turn taken with
-            // acquire(): the turn is ours already.
+            // acquire(): the turn is ours already (for this queue's database:
+            // a connection to another file is refused, as at a turn's start).
+            if self.began_on.is_none() {
+                self.core
+                    .check_connection(&session)
+                    .map_err(|err| to_php(&err))?;
+            }
             return session.exec(&sql).map_err(|failure| {
                 to_php(&Error::Sqlite {
                     statement: "the statement",

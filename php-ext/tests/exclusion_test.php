@@ -175,7 +175,7 @@ t( 'Exponential\'s queued driver waits for a holder outside SQLite and fails the
     $ezdb->rollback();
 } );
 
-t( 'acquire() and release(): another process cannot flock() the writer lock in between, with no SQLite connection anywhere', function () use ( $path ) {
+t( 'acquire() and release(): another process cannot flock() the writer lock in between, no transaction anywhere; begin(), commit() and a second acquire() refuse meanwhile', function () use ( $path ) {
     $q = new WriterLock\Queue( $path );
     $waited = $q->acquire( 2.0 );
     check( is_float( $waited ) && $waited >= 0 && $waited < 1.0, "acquire() returned $waited" );
@@ -195,6 +195,13 @@ t( 'acquire() and release(): another process cannot flock() the writer lock in b
     $q->exec( $db, "INSERT INTO pub (worker, seq) VALUES ('acquired', 1)", 0.5 );
     check( microtime( true ) - $start < 0.4, 'exec() under acquire() waited for its own turn' );
     check_lock( $path, 'held', 'after exec() under acquire()' );
+    $elsewhere = new SQLite3( dirname( $path ) . '/elsewhere.db' );
+    $e = expect_throw( 'WriterLock\\Exception', function () use ( $q, $elsewhere ) {
+        $q->exec( $elsewhere, 'CREATE TABLE t (x)', 0.5 );
+    } );
+    check( strpos( $e->getMessage(), "this writer queue is for $path but the connection's database is" ) === 0,
+           'exec() under acquire() on another database: ' . $e->getMessage() );
+    check_same( false, (bool)$elsewhere->querySingle( "SELECT COUNT(*) FROM sqlite_master WHERE name = 't'" ), 'the refused statement ran' );
     $q->release();
     check( !$q->holding(), 'holding after release()' );
     check_lock( $path, 'free', 'after release()' );
