@@ -109,6 +109,7 @@ t( 'children of a worker that holds the turn cannot free it, and see it held', f
         check_same( $parent, $r['holder'], "child $pid saw the holder" );
     }
     check( $queue->holding(), 'the parent lost its turn' );
+    check_lock( $path, 'held', 'after the children exited, the parent still in its transaction' );
     $outsider = probe_begin( $path, 0.2 );
     check( !$outsider['ok'] && $outsider['holder'] === $parent, 'after the children exited the turn was free: ' . json_encode( $outsider ) );
     $db->exec( "INSERT INTO pub (worker, seq) VALUES ('parent', 0)" );
@@ -175,8 +176,10 @@ t( 'children forked while the worker holds the turn, exiting normally, leave it 
         check_same( false, $r['holding'], "child $pid holding()" );
     }
     check( $queue->holding(), 'the worker lost its turn' );
+    check_lock( $path, 'held', 'after the children exited, the worker still in its transaction' );
     $outsider = probe_begin( $path, 0.2 );
     check( !$outsider['ok'], 'another process got the turn the worker holds' );
     $queue->commit( $db );
+    check_lock( $path, 'free', 'after the worker committed' );
     check( probe_begin( $path, 1 )['waited'] < 0.2, 'the turn was not free after the worker committed' );
 } );
