@@ -1,6 +1,7 @@
 --TEST--
 writers exclude each other through the queue's lock file, not only through SQLite's lock
 --EXTENSIONS--
+pdo_sqlite
 sqlite3
 pcntl
 posix
@@ -11,6 +12,7 @@ require __DIR__ . '/exclusion_test.php';
 ?>
 --EXPECTF--
 ok - begin(): another process cannot flock() the writer lock until commit(), nor until rollback() (%f s)
+ok - PDO: another process cannot flock() the writer lock from begin() to commit(), nor to rollback() (%f s)
 ok - transaction(): the writer lock is held while the function runs, free after it returns or throws (%f s)
 ok - Exponential's queued driver: the writer lock is held from begin() to commit(), and to rollback() (%f s)
 ok - begin() waits for a holder outside any SQLite transaction: busy after its wait, exact message, SQLite free all along (%f s)

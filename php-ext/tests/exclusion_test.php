@@ -73,6 +73,20 @@ t( 'begin(): another process cannot flock() the writer lock until commit(), nor 
     check_lock( $path, 'free', 'after rollback()' );
 } );
 
+t( 'PDO: another process cannot flock() the writer lock from begin() to commit(), nor to rollback()', function () use ( $path ) {
+    $pdo = new PDO( "sqlite:$path" );
+    $q = WriterLock\Queue::forConnection( $pdo );
+    $q->begin( $pdo, 5 );
+    check_lock( $path, 'held', 'after begin() on a PDO' );
+    $pdo->exec( "INSERT INTO pub (worker, seq) VALUES ('exclusion-pdo', 1)" );
+    check_same( true, $q->commit( $pdo ), 'commit()' );
+    check_lock( $path, 'free', 'after commit() on a PDO' );
+    $q->begin( $pdo, 5 );
+    check_lock( $path, 'held', 'after the second begin() on a PDO' );
+    check_same( true, $q->rollback( $pdo ), 'rollback()' );
+    check_lock( $path, 'free', 'after rollback() on a PDO' );
+} );
+
 t( 'transaction(): the writer lock is held while the function runs, free after it returns or throws', function () use ( $path ) {
     $db = new SQLite3( $path );
     $q = WriterLock\Queue::forConnection( $db );
