@@ -11,7 +11,7 @@ export PATH := $(CURDIR)/.tools/bin:$(PATH)
 export WL_PROFILE ?= dev
 
 .PHONY: deps build run test test-all test-rust test-c test-examples test-php test-python test-cli \
-        check-header header install bench bench-readme check-bench-readme lint fmt clean mutants
+        check-header header install bench bench-readme check-bench-readme lint fmt clean mutants breakages
 
 ## deps: install missing Debian packages (as root) and the project venv.
 deps:
@@ -57,6 +57,12 @@ test-python:
 ## picks modules); reports in mutants.out/.
 mutants:
 	@tests/mutants.sh
+
+## breakages: breaks the code on purpose (flock() locking nothing, lock files without
+## O_CLOEXEC, ...) in a scratch copy of the tree and shows which tests of each host's suite
+## fail; slow, not part of `make test`. ARGS: breakages and options (tests/breakages.sh --help).
+breakages: deps
+	@nice -n 10 tests/breakages.sh $(ARGS)
 
 ## lint: formatting and clippy over the whole workspace.
 lint:
