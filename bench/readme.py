@@ -339,7 +339,7 @@ def pg_block(r):
     out = [
         f"| writer ({s6['rounds']} alternated rounds of {s6['duration_s']:.0f} s, median) | "
         + " | ".join(f"{c} client{'s' if c > 1 else ''}" for c in clients)
-        + f" | ÷ psycopg ({' / '.join(str(c) for c in clients)}) | round trips per write |",
+        + f" | ÷ psycopg, same rounds ({' / '.join(str(c) for c in clients)}) | round trips per write (one client, counted on the wire) |",
         "|---|" + "---|" * (len(clients) + 2),
     ]
     for name, label in PG_WRITERS:
