@@ -4,11 +4,12 @@
 
 mod common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use common::*;
-use writerlock::{BusyKind, Wait, WriterQueue};
+use writerlock::lockfiles::{lock_path, queue_path};
+use writerlock::{BusyKind, Error, Wait, WriterQueue};
 
 fn turn_wait() -> Wait {
     Wait::transaction(Duration::from_secs(5))
@@ -93,6 +94,99 @@ fn a_forked_child_keeps_its_standard_descriptors() {
     );
 }
 
+/// A writer whose standard input is closed (a daemon, a cron job) gets
+/// its turn: the lock file may open as descriptor 0, which is a descriptor
+/// like any other.
+fn a_writer_with_its_standard_input_closed_gets_its_turn() {
+    let db = Db::new();
+    let child = fork(|| {
+        unsafe { libc::close(0) };
+        // No SQLite connection first: the lock file is the first file opened.
+        let queue = WriterQueue::new(&db.path);
+        if let Err(err) = queue.take(BusyKind::Transaction, &turn_wait()) {
+            eprintln!("a turn with standard input closed: {err}");
+            return 1;
+        }
+        if probe_lock(&db.path) != Probe::Held {
+            return 2;
+        }
+        i32::from(queue.release().is_err()) * 3
+    });
+    assert_eq!(wait(child), 0, "see the child's message above");
+}
+
+fn open_descriptors() -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .expect("/proc/self/fd")
+        .count()
+}
+
+/// The error for a lock file that is not a regular file, from a fresh
+/// handle's first turn.
+fn first_turn_error(db: &Path) -> Error {
+    let queue = WriterQueue::new(db);
+    match queue.take(BusyKind::Transaction, &turn_wait()) {
+        Ok(_) => panic!("a turn was granted on {}", db.display()),
+        Err(err) => err,
+    }
+}
+
+/// A lock file refused for what it is (a FIFO: it opens, then fails the
+/// regular-file check) leaves no descriptor behind, however often writers
+/// try.
+fn a_refused_lock_file_leaves_no_descriptor_open() {
+    let db = Db::new();
+    let fifo = queue_path(&db.path);
+    let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).expect("path");
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+    first_turn_error(&db.path);
+    let before = open_descriptors();
+    for _ in 0..20 {
+        let err = first_turn_error(&db.path);
+        assert!(err.to_string().contains("is a FIFO"), "{err}");
+    }
+    assert_eq!(
+        open_descriptors(),
+        before,
+        "descriptors leaked by refused turns"
+    );
+}
+
+/// A lock file that is a Unix socket or a character device is refused
+/// with what it is. The device needs root (mknod); without root that half
+/// is skipped with a printed reason.
+fn sockets_and_devices_in_place_of_a_lock_file_are_named() {
+    let db = Db::new();
+    let socket: PathBuf = lock_path(&db.path);
+    let _listener = std::os::unix::net::UnixListener::bind(&socket).expect("bind a socket");
+    let err = first_turn_error(&db.path);
+    assert!(
+        matches!(err, Error::UnsafeLockFile { ref path, .. } if *path == socket),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string().contains("is a socket, not a regular file"),
+        "{err}"
+    );
+
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped the character device: mknod needs root");
+        return;
+    }
+    let db = Db::new();
+    let device = lock_path(&db.path);
+    let c = std::ffi::CString::new(device.as_os_str().as_encoded_bytes()).expect("path");
+    // The null device's numbers (1, 3): opening it harms nothing.
+    let rc = unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR | 0o600, libc::makedev(1, 3)) };
+    assert_eq!(rc, 0, "mknod: {}", std::io::Error::last_os_error());
+    let err = first_turn_error(&db.path);
+    assert!(
+        err.to_string()
+            .contains("is a character device, not a regular file"),
+        "{err}"
+    );
+}
+
 fn main() {
     run_tests(&[
         (
@@ -106,6 +200,18 @@ fn main() {
         (
             "a_forked_child_keeps_its_standard_descriptors",
             a_forked_child_keeps_its_standard_descriptors,
+        ),
+        (
+            "a_writer_with_its_standard_input_closed_gets_its_turn",
+            a_writer_with_its_standard_input_closed_gets_its_turn,
+        ),
+        (
+            "a_refused_lock_file_leaves_no_descriptor_open",
+            a_refused_lock_file_leaves_no_descriptor_open,
+        ),
+        (
+            "sockets_and_devices_in_place_of_a_lock_file_are_named",
+            sockets_and_devices_in_place_of_a_lock_file_are_named,
         ),
     ]);
 }
