@@ -170,7 +170,7 @@ fn sockets_and_devices_in_place_of_a_lock_file_are_named() {
     );
 
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped the character device: mknod needs root");
+        eprintln!("skipped the character and block devices: mknod needs root");
         return;
     }
     let db = Db::new();
@@ -183,6 +183,20 @@ fn sockets_and_devices_in_place_of_a_lock_file_are_named() {
     assert!(
         err.to_string()
             .contains("is a character device, not a regular file"),
+        "{err}"
+    );
+
+    // A block device that names no disk (loop device 255, not set up):
+    // whether opening it fails or not, it is named.
+    let db = Db::new();
+    let device = lock_path(&db.path);
+    let c = std::ffi::CString::new(device.as_os_str().as_encoded_bytes()).expect("path");
+    let rc = unsafe { libc::mknod(c.as_ptr(), libc::S_IFBLK | 0o600, libc::makedev(7, 255)) };
+    assert_eq!(rc, 0, "mknod: {}", std::io::Error::last_os_error());
+    let err = first_turn_error(&db.path);
+    assert!(
+        err.to_string()
+            .contains("is a block device, not a regular file"),
         "{err}"
     );
 }
