@@ -201,6 +201,53 @@ fn sockets_and_devices_in_place_of_a_lock_file_are_named() {
     );
 }
 
+/// A lock file this user may not open, owned by a user id with no name
+/// (a file copied from another machine, a deleted account): the message
+/// names the owner by number. Needs root to own a file as another user.
+fn a_lock_file_owned_by_an_unnamed_user_is_explained_by_number() {
+    if unsafe { libc::geteuid() } != 0 {
+        println!(
+            "a_lock_file_owned_by_an_unnamed_user_is_explained_by_number: skipped: needs root"
+        );
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    const UNNAMED: u32 = 54_321;
+    const NOBODY: u32 = 65_534;
+    assert!(
+        unsafe { libc::getpwuid(UNNAMED) }.is_null(),
+        "uid {UNNAMED} has a name on this machine"
+    );
+    let db = Db::new();
+    std::fs::set_permissions(db.dir.path(), std::fs::Permissions::from_mode(0o777))
+        .expect("chmod dir");
+    std::fs::set_permissions(&db.path, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+    let lock = lock_path(&db.path);
+    std::fs::write(&lock, b"").expect("lock file");
+    std::fs::set_permissions(&lock, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    std::os::unix::fs::chown(&lock, Some(UNNAMED), Some(UNNAMED)).expect("chown");
+    let path = db.path.clone();
+    let child = fork(move || {
+        // SAFETY: dropping privileges in the child.
+        unsafe {
+            if libc::setgroups(0, std::ptr::null()) != 0
+                || libc::setgid(NOBODY) != 0
+                || libc::setuid(NOBODY) != 0
+            {
+                return 90;
+            }
+        }
+        let text = first_turn_error(&path).to_string();
+        println!("as nobody: {text}");
+        i32::from(!(text.contains("uid 54321") && text.contains("nobody (uid 65534)")))
+    });
+    assert_eq!(
+        wait(child),
+        0,
+        "the message (above) does not name both users"
+    );
+}
+
 fn main() {
     run_tests(&[
         (
@@ -226,6 +273,10 @@ fn main() {
         (
             "sockets_and_devices_in_place_of_a_lock_file_are_named",
             sockets_and_devices_in_place_of_a_lock_file_are_named,
+        ),
+        (
+            "a_lock_file_owned_by_an_unnamed_user_is_explained_by_number",
+            a_lock_file_owned_by_an_unnamed_user_is_explained_by_number,
         ),
     ]);
 }
