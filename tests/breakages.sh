@@ -30,7 +30,9 @@
 #
 # Each result is CAUGHT (the suite failed, with the failing tests named), MISSED (the suite
 # passed), FAILED-UNNAMED (the suite failed but named no failing test: a build error or a
-# runner that died; see its log) or HUNG (killed after --timeout, default 1800 s). An edit
+# runner that died; see its log), HUNG (killed after --timeout, default 1800 s) or
+# STALE-BUILD (the library the suite loaded, C, PHP or Python, is older than the code: no
+# result). An edit
 # whose text is no longer in the source stops the script: it never tests nothing.
 #
 # The scratch worktree (/tmp/writerlock-breakages.<this tree's name>) is kept between runs
@@ -213,7 +215,55 @@ apply_breakage() {
     esac
 }
 
+# --- fresh builds ---------------------------------------------------------------------------
+# A library another build overwrote under the same name (a cdylib's file name carries no
+# hash) can look up to date to cargo: every artifact a suite loads is built here first and
+# must be newer than every source it is built from, or its package is cleaned and rebuilt.
+# stale ARTIFACT DIR...: true when ARTIFACT is missing or older than a .rs file under DIR.
+stale() {
+    local artifact="$1"
+    shift
+    [[ ! -e "$artifact" ]] || [[ -n "$(find "$@" -name '*.rs' -newer "$artifact" -print -quit)" ]]
+}
+
+# build_fresh LOG: builds what the chosen suites load and checks that each is fresh.
+build_fresh() {
+    local d=target/debug
+    local checks=("writerlock $d/libwriterlock.rlib src")
+    [[ " ${suites[*]} " == *" c "* ]] &&
+        checks+=("writerlock-c $d/libwriterlock.so src bindings/src" "writerlock-cli $d/writerlock src cli/src")
+    [[ " ${suites[*]} " == *" php "* ]] && checks+=("writerlock-php $d/libwriterlock_php.so src php-ext/src")
+    local pkgs=() c
+    for c in "${checks[@]}"; do pkgs+=(-p "${c%% *}"); done
+    cargo build "${pkgs[@]}" >>"$1" 2>&1 || return 1
+    local pkg artifact dirs
+    for c in "${checks[@]}"; do
+        read -r pkg artifact dirs <<<"$c"
+        # shellcheck disable=SC2086
+        if stale "$artifact" $dirs; then
+            echo "   $artifact is older than its sources: cargo clean -p $pkg, then a rebuild"
+            cargo clean -p "$pkg" >>"$1" 2>&1
+            cargo build -p "$pkg" >>"$1" 2>&1 || return 1
+            # shellcheck disable=SC2086
+            if stale "$artifact" $dirs; then
+                echo "breakages: $artifact stays older than its sources after a clean build" >&2
+                return 1
+            fi
+        fi
+    done
+}
+
 # --- the suites -----------------------------------------------------------------------------
+# suite_library SUITE: the library the suite loads and the sources it comes from, checked
+# after the run (the suite's own build may differ from ours).
+suite_library() {
+    case "$1" in
+        c) echo "target/debug/libwriterlock.so src bindings/src" ;;
+        php) echo "target/debug/libwriterlock_php.so src php-ext/src" ;;
+        python) echo "target/debug/lib_native.so src python/src" ;;
+    esac
+}
+
 run_suite() { # SUITE LOG
     local cmd
     case "$1" in
@@ -255,9 +305,10 @@ for b in "${breakages[@]}"; do
     apply_breakage "$b"
     echo
     echo "== $b"
-    if ! cargo build --quiet -p writerlock >"$logs/$b.build.log" 2>&1; then
-        cat "$logs/$b.build.log" >&2
-        echo "breakages: the code does not build with '$b' (the edit is wrong)" >&2
+    : >"$logs/$b.build.log"
+    if ! build_fresh "$logs/$b.build.log"; then
+        tail -30 "$logs/$b.build.log" >&2
+        echo "breakages: the code does not build with '$b' (see $logs/$b.build.log)" >&2
         exit 3
     fi
     [[ "$b" != none ]] && git --no-pager diff --stat | sed 's/^/   /'
@@ -269,7 +320,11 @@ for b in "${breakages[@]}"; do
         rc=$?
         secs=$(($(date +%s) - t0))
         mapfile -t names < <(failing_tests "$s" "$log")
-        if ((rc == 124 || rc == 137)); then
+        loaded="$(suite_library "$s")"
+        # shellcheck disable=SC2086
+        if [[ -n "$loaded" ]] && stale $loaded; then
+            result=STALE-BUILD # the suite loaded a library older than the code
+        elif ((rc == 124 || rc == 137)); then
             result=HUNG
         elif ((rc == 0)); then
             result=$([[ "$b" == none ]] && echo PASSED || echo MISSED)
