@@ -248,6 +248,43 @@ fn a_lock_file_owned_by_an_unnamed_user_is_explained_by_number() {
     );
 }
 
+/// A writer that may not create the missing lock file (a directory only
+/// root may write) is told it lacks the permission, not that the file is
+/// missing. Needs root to run as another user.
+fn a_lock_file_that_cannot_be_created_says_why() {
+    if unsafe { libc::geteuid() } != 0 {
+        println!("a_lock_file_that_cannot_be_created_says_why: skipped: needs root");
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    const NOBODY: u32 = 65_534;
+    let db = Db::new();
+    std::fs::set_permissions(db.dir.path(), std::fs::Permissions::from_mode(0o755))
+        .expect("chmod dir");
+    std::fs::set_permissions(&db.path, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+    let path = db.path.clone();
+    let child = fork(move || {
+        // SAFETY: dropping privileges in the child.
+        unsafe {
+            if libc::setgroups(0, std::ptr::null()) != 0
+                || libc::setgid(NOBODY) != 0
+                || libc::setuid(NOBODY) != 0
+            {
+                return 90;
+            }
+        }
+        let err = first_turn_error(&path);
+        println!("as nobody: {err}");
+        let why = match &err {
+            Error::LockFile { source, .. } => source.raw_os_error(),
+            _ => None,
+        };
+        i32::from(why != Some(libc::EACCES))
+    });
+    assert_eq!(wait(child), 0, "not a permission error (above)");
+    assert!(!lock_path(&db.path).exists());
+}
+
 fn main() {
     run_tests(&[
         (
@@ -277,6 +314,10 @@ fn main() {
         (
             "a_lock_file_owned_by_an_unnamed_user_is_explained_by_number",
             a_lock_file_owned_by_an_unnamed_user_is_explained_by_number,
+        ),
+        (
+            "a_lock_file_that_cannot_be_created_says_why",
+            a_lock_file_that_cannot_be_created_says_why,
         ),
     ]);
 }
