@@ -93,6 +93,9 @@ fi
 
 scratch="${WL_BREAKAGES_DIR:-/tmp/writerlock-breakages.$(basename "$root")}"
 logs="$scratch-logs"
+# One run at a time per scratch tree.
+exec 9>"$scratch.lock"
+flock -n 9 || { echo "breakages: another run is using $scratch" >&2; exit 2; }
 
 # --- the scratch worktree -------------------------------------------------------------------
 restore_scratch() {
