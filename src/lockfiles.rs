@@ -413,11 +413,11 @@ impl LockFile {
     }
 
     /// Forgets the descriptor without touching it: in a forked child, where
-    /// the fork handler closed it already (the number may name another file
-    /// by now).
-    fn forget(self) {
-        unregister(self.fd);
-    }
+    /// the fork handler closed it already and emptied the table. Nor is it
+    /// looked up in the table: the number may name another file by now,
+    /// even a descriptor another handle opened in this child and registered,
+    /// which must stay registered so that this child's own children close it.
+    fn forget(self) {}
 }
 
 /// What a non-blocking `flock()` found.

@@ -285,6 +285,82 @@ fn a_lock_file_that_cannot_be_created_says_why() {
     assert!(!lock_path(&db.path).exists());
 }
 
+/// The descriptors of this process that name `file`, by number.
+fn descriptors_of(file: &Path) -> Vec<i32> {
+    let mut fds: Vec<i32> = std::fs::read_dir("/proc/self/fd")
+        .expect("/proc/self/fd")
+        .filter_map(|e| {
+            let e = e.ok()?;
+            let fd: i32 = e.file_name().to_str()?.parse().ok()?;
+            (std::fs::read_link(e.path()).ok()? == file).then_some(fd)
+        })
+        .collect();
+    fds.sort_unstable();
+    fds
+}
+
+/// After a fork, a handle that reopens its lock files in the child may get
+/// the descriptor numbers another handle had in the parent. When that other
+/// handle then forgets the parent's descriptors, the new ones must stay
+/// known to the fork handler: a grandchild forked while the child holds the
+/// turn closes its copies at once, so the turn ends when the child dies,
+/// however long the grandchild lives.
+fn a_handle_reopened_after_fork_keeps_its_descriptors_closed_in_later_children() {
+    let first = Db::new();
+    let second = Db::new();
+    let pipe = Pipe::new();
+    let grandchild_file = first.dir.path().join("grandchild");
+    let a = WriterQueue::new(&first.path);
+    a.take(BusyKind::Transaction, &turn_wait())
+        .expect("a's turn");
+    a.release().expect("release");
+    let b = WriterQueue::new(&second.path);
+    b.take(BusyKind::Transaction, &turn_wait())
+        .expect("b's turn");
+    b.release().expect("release");
+    let a_fds = descriptors_of(&lock_path(&first.path));
+    assert_eq!(a_fds.len(), 1, "a's lock file descriptors: {a_fds:?}");
+    let child = fork(|| {
+        // b reopens first, on the lowest free numbers: a's, closed at the fork.
+        if b.take(BusyKind::Transaction, &turn_wait()).is_err() {
+            return 1;
+        }
+        if descriptors_of(&lock_path(&second.path)) != a_fds {
+            return 5; // the numbers did not line up: nothing to show
+        }
+        // a forgets the parent's descriptors, which had the same numbers.
+        let _ = a.holding();
+        let grandchild = fork(|| {
+            std::thread::sleep(Duration::from_secs(5));
+            0
+        });
+        if std::fs::write(&grandchild_file, grandchild.to_string()).is_err() {
+            return 2;
+        }
+        pipe.send(1);
+        unsafe { libc::_exit(0) }; // dies holding b's turn
+    });
+    assert_eq!(pipe.recv(Duration::from_secs(10)), Some(1));
+    assert_eq!(
+        wait(child),
+        0,
+        "the child (5: descriptor numbers did not line up)"
+    );
+    let grandchild: libc::pid_t = std::fs::read_to_string(&grandchild_file)
+        .expect("the grandchild's pid")
+        .parse()
+        .expect("a pid");
+    let alive = unsafe { libc::kill(grandchild, 0) } == 0;
+    let probe = probe_lock(&second.path);
+    unsafe { libc::kill(grandchild, libc::SIGKILL) };
+    assert!(alive, "the grandchild died early");
+    assert_eq!(
+        probe,
+        Probe::Free,
+        "the grandchild kept the turn of its dead parent"
+    );
+}
+
 fn main() {
     run_tests(&[
         (
@@ -318,6 +394,10 @@ fn main() {
         (
             "a_lock_file_that_cannot_be_created_says_why",
             a_lock_file_that_cannot_be_created_says_why,
+        ),
+        (
+            "a_handle_reopened_after_fork_keeps_its_descriptors_closed_in_later_children",
+            a_handle_reopened_after_fork_keeps_its_descriptors_closed_in_later_children,
         ),
     ]);
 }
