@@ -361,6 +361,44 @@ fn a_handle_reopened_after_fork_keeps_its_descriptors_closed_in_later_children()
     );
 }
 
+/// A lock file whose descriptor was closed behind the queue's back (a host
+/// that closes every descriptor above 2, say) fails the next turn with the
+/// `flock()` error at once instead of retrying it forever.
+fn a_turn_on_a_closed_descriptor_fails_at_once() {
+    let db = Db::new();
+    let pipe = Pipe::new();
+    let child = fork(|| {
+        let queue = WriterQueue::new(&db.path);
+        if queue.take(BusyKind::Transaction, &turn_wait()).is_err() {
+            return 1;
+        }
+        if queue.release().is_err() {
+            return 2;
+        }
+        for fd in descriptors_of(&lock_path(&db.path)) {
+            unsafe { libc::close(fd) };
+        }
+        let outcome = queue.take(
+            BusyKind::Transaction,
+            &Wait::transaction(Duration::from_secs(1)),
+        );
+        println!("a turn on a closed descriptor: {outcome:?}");
+        pipe.send(u8::from(matches!(outcome, Err(Error::Flock { .. }))));
+        0
+    });
+    let answer = pipe.recv(Duration::from_secs(5));
+    if answer.is_none() {
+        kill9(child);
+    } else {
+        wait(child);
+    }
+    assert_eq!(
+        answer,
+        Some(1),
+        "None: the turn never ended; 0: another outcome (above)"
+    );
+}
+
 fn main() {
     run_tests(&[
         (
@@ -398,6 +436,10 @@ fn main() {
         (
             "a_handle_reopened_after_fork_keeps_its_descriptors_closed_in_later_children",
             a_handle_reopened_after_fork_keeps_its_descriptors_closed_in_later_children,
+        ),
+        (
+            "a_turn_on_a_closed_descriptor_fails_at_once",
+            a_turn_on_a_closed_descriptor_fails_at_once,
         ),
     ]);
 }
