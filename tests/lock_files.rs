@@ -399,6 +399,26 @@ fn a_turn_on_a_closed_descriptor_fails_at_once() {
     );
 }
 
+/// A handle dropped after its turns closes its lock files: a long-lived
+/// process that makes a handle per request keeps no descriptor per request.
+fn dropped_handles_close_their_lock_files() {
+    let db = Db::new();
+    let before = open_descriptors();
+    for _ in 0..20 {
+        let queue = WriterQueue::new(&db.path);
+        queue
+            .take(BusyKind::Transaction, &turn_wait())
+            .expect("the turn");
+        queue.release().expect("release");
+    }
+    assert_eq!(
+        open_descriptors(),
+        before,
+        "descriptors left by dropped handles"
+    );
+    assert!(descriptors_of(&lock_path(&db.path)).is_empty());
+}
+
 fn main() {
     run_tests(&[
         (
@@ -440,6 +460,10 @@ fn main() {
         (
             "a_turn_on_a_closed_descriptor_fails_at_once",
             a_turn_on_a_closed_descriptor_fails_at_once,
+        ),
+        (
+            "dropped_handles_close_their_lock_files",
+            dropped_handles_close_their_lock_files,
         ),
     ]);
 }
