@@ -419,6 +419,25 @@ fn dropped_handles_close_their_lock_files() {
     assert!(descriptors_of(&lock_path(&db.path)).is_empty());
 }
 
+/// A database path handed over as bytes (by the C, PHP and Python
+/// bindings) keeps every byte, including ones that are not UTF-8: the
+/// turn locks that database's own lock file.
+fn a_path_given_as_bytes_keeps_every_byte() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut bytes = dir.path().as_os_str().as_bytes().to_vec();
+    bytes.extend_from_slice(b"/caf\xe9.db");
+    let path = writerlock::lockfiles::path_from_bytes(&bytes);
+    assert_eq!(path.as_os_str().as_bytes(), &bytes[..]);
+    rusqlite::Connection::open(&path).expect("create the database");
+    let queue = WriterQueue::new(&path);
+    queue
+        .take(BusyKind::Transaction, &turn_wait())
+        .expect("the turn");
+    assert_eq!(probe_lock(&path), Probe::Held);
+    queue.release().expect("release");
+}
+
 fn main() {
     run_tests(&[
         (
@@ -464,6 +483,10 @@ fn main() {
         (
             "dropped_handles_close_their_lock_files",
             dropped_handles_close_their_lock_files,
+        ),
+        (
+            "a_path_given_as_bytes_keeps_every_byte",
+            a_path_given_as_bytes_keeps_every_byte,
         ),
     ]);
 }
