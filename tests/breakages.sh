@@ -93,9 +93,9 @@ fi
 
 scratch="${WL_BREAKAGES_DIR:-/tmp/writerlock-breakages.$(basename "$root")}"
 logs="$scratch-logs"
-# One run at a time per scratch tree.
+# One run at a time per scratch tree (a run that just ended may take a moment to let go).
 exec 9>"$scratch.lock"
-flock -n 9 || { echo "breakages: another run is using $scratch" >&2; exit 2; }
+flock -w 60 9 || { echo "breakages: another run is using $scratch" >&2; exit 2; }
 
 # --- the scratch worktree -------------------------------------------------------------------
 restore_scratch() {
@@ -276,7 +276,7 @@ run_suite() { # SUITE LOG
         python) cmd=(python/tests/run.sh -rfE "$scratch/python/tests") ;;
     esac
     # Its own session, so an interrupt or the time limit ends every process it started.
-    setsid timeout -k 30 "$suite_timeout" tests/with-postgres.sh "${cmd[@]}" >"$2" 2>&1 </dev/null &
+    setsid timeout -k 30 "$suite_timeout" tests/with-postgres.sh "${cmd[@]}" >"$2" 2>&1 </dev/null 9>&- &
     suite_pid=$!
     wait "$suite_pid"
     local rc=$?
