@@ -74,9 +74,26 @@ fn a_writer_takes_its_turn_back_within_its_slice() {
     );
 }
 
+/// A handle reports the waiting strategy it was made with (the hosts show
+/// it), hand-off by default.
+fn a_handle_reports_its_strategy() {
+    let db = Db::new();
+    assert_eq!(WriterQueue::new(&db.path).strategy(), Strategy::Handoff);
+    for strategy in [Strategy::Poll, Strategy::Handoff] {
+        let queue = WriterQueue::with_strategy(&db.path, strategy);
+        assert_eq!(queue.strategy(), strategy);
+    }
+}
+
 fn main() {
-    run_tests(&[(
-        "a_writer_takes_its_turn_back_within_its_slice",
-        a_writer_takes_its_turn_back_within_its_slice,
-    )]);
+    run_tests(&[
+        (
+            "a_writer_takes_its_turn_back_within_its_slice",
+            a_writer_takes_its_turn_back_within_its_slice,
+        ),
+        (
+            "a_handle_reports_its_strategy",
+            a_handle_reports_its_strategy,
+        ),
+    ]);
 }
