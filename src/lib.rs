@@ -18,6 +18,7 @@
 //!   limits, a writer lock taken as each write's first statement, and a
 //!   writer floor that refuses writes from old code.
 
+pub mod calendar;
 pub mod error;
 pub mod filesystem;
 pub mod handoff;

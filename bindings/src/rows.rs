@@ -82,20 +82,6 @@ fn float_text(v: f64) -> String {
     }
 }
 
-/// Days since 1970-01-01 to a proleptic Gregorian (year, month, day).
-fn civil(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
-}
-
 /// A timestamp in the text form Postgres prints: `2024-05-01 12:00:00.25+00`.
 fn timestamp_text(micros: i64, time_zone: bool) -> String {
     match micros {
@@ -103,7 +89,7 @@ fn timestamp_text(micros: i64, time_zone: bool) -> String {
         i64::MIN => return "-infinity".to_string(),
         _ => {}
     }
-    let (y, mo, d) = civil(micros.div_euclid(86_400_000_000));
+    let (y, mo, d) = writerlock::calendar::civil_from_days(micros.div_euclid(86_400_000_000));
     let rest = micros.rem_euclid(86_400_000_000);
     let secs = rest / 1_000_000;
     let frac = rest % 1_000_000;

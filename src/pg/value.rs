@@ -235,22 +235,8 @@ fn float_text(v: f64) -> String {
     }
 }
 
-/// Days since 1970-01-01 to a proleptic Gregorian (year, month, day).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
-}
-
 fn date_text(days_since_unix: i64) -> String {
-    let (y, m, d) = civil_from_days(days_since_unix);
+    let (y, m, d) = crate::calendar::civil_from_days(days_since_unix);
     if y <= 0 {
         format!("{:04}-{m:02}-{d:02} BC", 1 - y)
     } else {
