@@ -88,20 +88,7 @@ fn another_process_sees_the_turn_held_on_the_lock_file() {
         // And the other way round: a holder in another process, the probe
         // from this one's own fresh descriptor.
         let pipe = Pipe::new();
-        let path = db.path.as_path();
-        let holder = fork(|| {
-            let queue = WriterQueue::with_strategy(path, strategy);
-            if queue
-                .take(BusyKind::Transaction, &statement_wait(5_000))
-                .is_err()
-            {
-                return 1;
-            }
-            pipe.send(1);
-            std::thread::sleep(Duration::from_secs(30));
-            0
-        });
-        assert_eq!(pipe.recv(Duration::from_secs(10)), Some(1));
+        let holder = take_only_holder(&db.path, strategy, &pipe, Duration::from_secs(30));
         let file = std::fs::File::open(lock_path(&db.path)).expect("open the lock file");
         let fd = std::os::fd::AsRawFd::as_raw_fd(&file);
         let rc = unsafe { libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) };
@@ -121,6 +108,30 @@ fn another_process_sees_the_turn_held_on_the_lock_file() {
 }
 
 /// Checks that SQLite itself is free: a raw connection starts and ends a
+/// Forks a process that takes the turn on `db` with `take` alone (no
+/// SQLite anywhere), holds it for `hold` and gives it back; returns its pid
+/// once it holds the turn.
+fn take_only_holder(db: &Path, strategy: Strategy, pipe: &Pipe, hold: Duration) -> libc::pid_t {
+    let holder = fork(|| {
+        let queue = WriterQueue::with_strategy(db, strategy);
+        if queue
+            .take(BusyKind::Transaction, &statement_wait(5_000))
+            .is_err()
+        {
+            return 1;
+        }
+        pipe.send(1);
+        std::thread::sleep(hold);
+        i32::from(!matches!(queue.release(), Ok(true)))
+    });
+    assert_eq!(
+        pipe.recv(Duration::from_secs(10)),
+        Some(1),
+        "the holder took the turn"
+    );
+    holder
+}
+
 /// write transaction without waiting.
 fn assert_sqlite_free(db: &Path) {
     let raw = open(db);
@@ -179,37 +190,23 @@ fn refused_by_a_holder_outside_sqlite(db: &Path, holder: libc::pid_t) {
 fn a_queued_writer_waits_for_a_turn_held_outside_any_transaction() {
     let db = Db::new();
     let pipe = Pipe::new();
-    let holder = fork(|| {
-        let queue = WriterQueue::new(&db.path);
-        if queue
-            .take(BusyKind::Transaction, &statement_wait(5_000))
-            .is_err()
-        {
-            return 1;
-        }
-        pipe.send(1);
-        std::thread::sleep(Duration::from_secs(30));
-        0
-    });
-    assert_eq!(pipe.recv(Duration::from_secs(10)), Some(1));
+    let holder = take_only_holder(
+        &db.path,
+        Strategy::default(),
+        &pipe,
+        Duration::from_secs(30),
+    );
     refused_by_a_holder_outside_sqlite(&db.path, holder);
     assert_eq!(kill9(holder), 128 + libc::SIGKILL);
     assert_eq!(db.count(), 0, "nothing was written");
 
     // A holder that releases after 400 ms is waited for, not refused.
-    let holder = fork(|| {
-        let queue = WriterQueue::new(&db.path);
-        if queue
-            .take(BusyKind::Transaction, &statement_wait(5_000))
-            .is_err()
-        {
-            return 1;
-        }
-        pipe.send(1);
-        std::thread::sleep(Duration::from_millis(400));
-        i32::from(!matches!(queue.release(), Ok(true)))
-    });
-    assert_eq!(pipe.recv(Duration::from_secs(10)), Some(1));
+    let holder = take_only_holder(
+        &db.path,
+        Strategy::default(),
+        &pipe,
+        Duration::from_millis(400),
+    );
     let queue = WriterQueue::new(&db.path);
     let conn = open(&db.path);
     queue
