@@ -85,6 +85,42 @@ fn a_handle_reports_its_strategy() {
     }
 }
 
+/// A handle made to poll never joins the hand-off page, even with the queue
+/// file writable and a turn held by a hand-off writer: it waits by polling
+/// alone, and still gets the turn when the holder gives it back.
+fn a_polling_handle_never_joins_the_page() {
+    let db = Db::new();
+    let holder = WriterQueue::with_strategy(&db.path, Strategy::Handoff);
+    holder
+        .take(BusyKind::Transaction, &turn_wait())
+        .expect("the turn");
+    assert!(
+        inspect(&queue_path(&db.path)).is_some(),
+        "the holder mapped no page"
+    );
+    let pipe = Pipe::new();
+    let poller = fork(|| {
+        let queue = WriterQueue::with_strategy(&db.path, Strategy::Poll);
+        pipe.send(1);
+        if queue.take(BusyKind::Transaction, &turn_wait()).is_err() {
+            return 1;
+        }
+        i32::from(queue.release().is_err()) * 2
+    });
+    assert_eq!(pipe.recv(Duration::from_secs(10)), Some(1));
+    // The poller is waiting: for 200 ms, it never shows on the page.
+    let until = Instant::now() + Duration::from_millis(200);
+    let mut on_page = false;
+    while Instant::now() < until && !on_page {
+        on_page = inspect(&queue_path(&db.path))
+            .is_some_and(|p| p.queue.iter().any(|w| w.pid == poller as u32));
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    holder.release().expect("release");
+    assert_eq!(wait(poller), 0, "the poller's turn");
+    assert!(!on_page, "a polling handle joined the hand-off page");
+}
+
 fn main() {
     run_tests(&[
         (
@@ -94,6 +130,10 @@ fn main() {
         (
             "a_handle_reports_its_strategy",
             a_handle_reports_its_strategy,
+        ),
+        (
+            "a_polling_handle_never_joins_the_page",
+            a_polling_handle_never_joins_the_page,
         ),
     ]);
 }
