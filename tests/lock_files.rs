@@ -438,6 +438,81 @@ fn a_path_given_as_bytes_keeps_every_byte() {
     queue.release().expect("release");
 }
 
+/// Two threads share one handle. The first opens the lock files while a
+/// lease another process holds on the queue file keeps them from opening,
+/// and gives up at its 300 ms limit; the second, waiting behind it with a
+/// 5 s limit, is woken at once, opens the files itself when the lease ends
+/// (at 700 ms) and gets its turn then, not at its own limit.
+fn a_thread_behind_a_failed_open_is_woken_at_once() {
+    let db = Db::new();
+    let queue_file = queue_path(&db.path);
+    std::fs::write(&queue_file, b"").expect("queue file");
+    let pipe = Pipe::new();
+    let path = queue_file.clone();
+    let leaser = fork(|| {
+        let Ok(file) = std::fs::File::open(&path) else {
+            return 1;
+        };
+        use std::os::fd::AsRawFd;
+        // SAFETY: ignoring SIGIO (the lease break) and taking a read lease
+        // on our read-only descriptor, then giving it up.
+        unsafe {
+            libc::signal(libc::SIGIO, libc::SIG_IGN);
+            if libc::fcntl(file.as_raw_fd(), libc::F_SETLEASE, libc::F_RDLCK) != 0 {
+                return 2;
+            }
+            pipe.send(1);
+            std::thread::sleep(Duration::from_millis(700));
+            libc::fcntl(file.as_raw_fd(), libc::F_SETLEASE, libc::F_UNLCK);
+        }
+        std::thread::sleep(Duration::from_secs(30));
+        0
+    });
+    if pipe.recv(Duration::from_secs(10)) != Some(1) {
+        let code = kill9(leaser);
+        panic!("this file system refused a lease (child exit {code})");
+    }
+    let queue = WriterQueue::new(&db.path);
+    let (first, second) = std::thread::scope(|s| {
+        let first = s.spawn(|| {
+            let outcome = queue.take(
+                BusyKind::Statement,
+                &Wait::statement(Duration::from_millis(300)),
+            );
+            if outcome.is_ok() {
+                let _ = queue.release();
+            }
+            outcome
+        });
+        std::thread::sleep(Duration::from_millis(100));
+        let second = s.spawn(|| {
+            let started = std::time::Instant::now();
+            let outcome = queue.take(BusyKind::Transaction, &turn_wait());
+            let took = started.elapsed();
+            if outcome.is_ok() {
+                let _ = queue.release();
+            }
+            (outcome.map(|_| ()), took)
+        });
+        (
+            first.join().expect("first thread"),
+            second.join().expect("second thread"),
+        )
+    });
+    kill9(leaser);
+    assert!(
+        first.is_err(),
+        "the first thread opened a leased file: {first:?}"
+    );
+    let (outcome, took) = second;
+    println!("the second thread: {outcome:?} after {took:?}");
+    assert!(outcome.is_ok(), "{outcome:?}");
+    assert!(
+        took < Duration::from_millis(2500),
+        "the second thread slept {took:?} after the first one's open failed"
+    );
+}
+
 fn main() {
     run_tests(&[
         (
@@ -487,6 +562,10 @@ fn main() {
         (
             "a_path_given_as_bytes_keeps_every_byte",
             a_path_given_as_bytes_keeps_every_byte,
+        ),
+        (
+            "a_thread_behind_a_failed_open_is_woken_at_once",
+            a_thread_behind_a_failed_open_is_woken_at_once,
         ),
     ]);
 }
