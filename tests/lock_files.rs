@@ -330,12 +330,19 @@ fn a_handle_reopened_after_fork_keeps_its_descriptors_closed_in_later_children()
         }
         // a forgets the parent's descriptors, which had the same numbers.
         let _ = a.holding();
-        let grandchild = fork(|| {
+        // The grandchild says it runs (its fork handler has run by then)
+        // by writing its pid; the child waits for that before dying.
+        let _grandchild = fork(|| {
+            let _ = std::fs::write(&grandchild_file, std::process::id().to_string());
             std::thread::sleep(Duration::from_secs(5));
             0
         });
-        if std::fs::write(&grandchild_file, grandchild.to_string()).is_err() {
-            return 2;
+        let until = std::time::Instant::now() + Duration::from_secs(5);
+        while std::fs::read_to_string(&grandchild_file).map_or(true, |s| s.is_empty()) {
+            if std::time::Instant::now() > until {
+                return 2;
+            }
+            std::thread::sleep(Duration::from_millis(1));
         }
         pipe.send(1);
         unsafe { libc::_exit(0) }; // dies holding b's turn
