@@ -70,7 +70,7 @@ done <"$tree/.files"
 # builds only the test binaries that run.
 sqlite_targets=(--cargo-arg=--lib --cargo-arg=--test=queue --cargo-arg=--test=handoff
     --cargo-arg=--test=faults --cargo-arg=--test=connection --cargo-arg=--test=exclusion
-    --cargo-arg=--test=lock_files)
+    --cargo-arg=--test=lock_files --cargo-arg=--test=turn_slices)
 sqlite_tests=(-- --skip forty_eight_transactions --skip hot_loop --skip a_stopped_head_waiter)
 pg_targets=(--cargo-arg=--lib --cargo-arg=--test=pg_writer --cargo-arg=--test=pg_wire
     --cargo-arg=--test=pg_guarantees)
