@@ -398,10 +398,18 @@ fn a_parent_that_exits_after_forking_leaves_no_lock_behind() {
         if queue.begin(&conn, &wait_secs(5.0)).is_err() {
             return 1;
         }
+        // Once fork() has returned in the child, the fork handler has closed
+        // the inherited lock files there; until then the child still shares
+        // them, so the middle process dies only after the child said so.
+        let running = Pipe::new();
         let grandchild = fork(|| {
+            running.send(1);
             std::thread::sleep(Duration::from_secs(5));
             0
         });
+        if running.recv(Duration::from_secs(10)) != Some(1) {
+            return 3;
+        }
         if std::fs::write(&grandchild_file, grandchild.to_string()).is_err() {
             return 2;
         }
