@@ -384,3 +384,50 @@ fn pg_the_stored_floor_never_goes_down() {
     protocol_setup(&mut plain, &versioned(7, 7));
     assert_eq!(floor_on_server(&mut plain), 7);
 }
+
+/// Whether the floor table exists on the server.
+fn floor_table_exists(plain: &mut postgres::Client) -> bool {
+    plain
+        .query_one("SELECT to_regclass('writer_floor') IS NOT NULL", &[])
+        .expect("to_regclass")
+        .get(0)
+}
+
+/// A writer's first write on a fresh database sets up the schema itself: the floor table
+/// exists afterwards, holding the writer's required version.
+#[test]
+fn pg_the_first_write_on_a_fresh_database_sets_up_the_schema() {
+    let db = TestDb::new("fresh");
+    let mut plain = db.plain();
+    assert!(!floor_table_exists(&mut plain));
+    let mut conn = db.connect(&versioned(3, 3));
+    conn.write()
+        .expect("the first write sets the schema up")
+        .commit()
+        .expect("commit");
+    assert!(
+        floor_table_exists(&mut plain),
+        "no floor table after the first write"
+    );
+    assert_eq!(floor_on_server(&mut plain), 3);
+}
+
+/// Setting the schema up refuses a transaction that already ran a statement (it would roll
+/// that work back), and runs within one the caller opened and left empty.
+#[test]
+fn pg_setup_refuses_a_transaction_with_work_in_it() {
+    let db = TestDb::new("setup_tx");
+    let mut conn = db.connect(&Settings::new());
+    conn.begin().expect("begin");
+    conn.execute("SELECT 1", &[]).expect("statement");
+    let err = setup_schema(&mut conn, None).unwrap_err();
+    assert!(matches!(err, Error::AlreadyInTransaction), "{err:?}");
+    assert!(conn.in_transaction(), "the caller's transaction was ended");
+    conn.rollback().expect("rollback");
+    assert!(!floor_table_exists(&mut db.plain()));
+
+    conn.begin().expect("begin");
+    setup_schema(&mut conn, None).expect("setup in an empty transaction");
+    assert!(floor_table_exists(&mut db.plain()));
+    assert_eq!(floor_on_server(&mut db.plain()), 1);
+}
