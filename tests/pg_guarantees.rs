@@ -431,3 +431,23 @@ fn pg_setup_refuses_a_transaction_with_work_in_it() {
     assert!(floor_table_exists(&mut db.plain()));
     assert_eq!(floor_on_server(&mut db.plain()), 1);
 }
+
+/// The writer lock must be a transaction's first statement: asking for it after other work
+/// in the same transaction is refused, whether that work was the caller's statement or an
+/// earlier write start (the lock and the floor read), and the caller's transaction stays.
+#[test]
+fn pg_the_writer_lock_is_refused_after_work_in_the_transaction() {
+    let (_db, mut conn) = ledger_db("lock_first");
+    conn.begin().expect("begin");
+    conn.execute("SELECT 1", &[]).expect("statement");
+    let err = conn.lock_writer().unwrap_err();
+    assert!(matches!(err, Error::AlreadyInTransaction), "{err:?}");
+    assert!(conn.in_transaction());
+    conn.rollback().expect("rollback");
+
+    conn.begin_write().expect("a write starts");
+    let err = conn.begin_write().unwrap_err();
+    assert!(matches!(err, Error::AlreadyInTransaction), "{err:?}");
+    assert!(conn.in_transaction());
+    conn.rollback().expect("rollback");
+}
