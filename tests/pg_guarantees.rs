@@ -451,3 +451,31 @@ fn pg_the_writer_lock_is_refused_after_work_in_the_transaction() {
     assert!(conn.in_transaction());
     conn.rollback().expect("rollback");
 }
+
+/// A script run inside a write is written with it; once the write's transaction ended
+/// behind its back (a `COMMIT` sent through [`writerlock::pg::Write::connection`], then
+/// another transaction opened there), the write runs nothing more, outside its lock.
+#[test]
+fn pg_a_write_runs_its_script_and_nothing_after_its_transaction_ended() {
+    let (db, mut conn) = ledger_db("write_ended");
+    let mut plain = db.plain();
+    let mut w = conn.write().expect("write");
+    w.execute_batch("INSERT INTO rows (tag) VALUES ('script')")
+        .expect("script");
+    w.connection()
+        .execute_batch("COMMIT")
+        .expect("commit behind the write's back");
+    assert_eq!(server_rows(&mut plain).0, vec!["script".to_string()]);
+    let ended = w
+        .execute("INSERT INTO rows (tag) VALUES ('late')", &[])
+        .unwrap_err();
+    assert!(matches!(ended, Error::WriteEnded), "{ended:?}");
+    w.connection().begin().expect("another transaction");
+    let ended = w
+        .execute_batch("INSERT INTO rows (tag) VALUES ('later')")
+        .unwrap_err();
+    assert!(matches!(ended, Error::WriteEnded), "{ended:?}");
+    w.connection().rollback().expect("rollback");
+    drop(w);
+    assert_eq!(server_rows(&mut plain).0, vec!["script".to_string()]);
+}

@@ -388,7 +388,16 @@ impl Connection {
     pub fn execute_batch(&mut self, sql: &str) -> Result<(), Error> {
         self.sendable(sql, &[])?;
         let result = self.simple(sql);
-        self.track(Kind::Other, result.as_ref().err());
+        // One statement (`COMMIT`, say, sent through a write's connection) moves the
+        // transaction as it says; a longer script counts as work in it (its parts cannot be
+        // told apart from here: a function body has `;` and `END` of its own).
+        let statement = sql.trim().trim_end_matches(';');
+        let kind = if statement.contains(';') {
+            Kind::Other
+        } else {
+            classify(statement)
+        };
+        self.track(kind, result.as_ref().err());
         result
     }
 
