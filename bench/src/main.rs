@@ -222,6 +222,15 @@ fn run(opts: &Options) -> ExitCode {
         }
     }
 
+    // A figure that could not be measured (a client program or module missing, say) makes
+    // the run incomplete: committed results hold every figure.
+    for t in report
+        .targets
+        .iter()
+        .filter(|t| t.met.is_none() && t.distance.starts_with("not measured"))
+    {
+        errors.push(format!("{} ({}): {}", t.what, t.mode, t.distance));
+    }
     let targets = report.targets_table();
     report.table(targets);
     let elapsed = started.elapsed();
