@@ -869,24 +869,7 @@ fn a_leased_lock_file_cannot_outlast_the_limit() {
     let queue = queue_path(&db.path);
     std::fs::write(&queue, b"").expect("queue file");
     let pipe = Pipe::new();
-    let path = queue.clone();
-    let leaser = fork(|| {
-        let Ok(file) = std::fs::File::open(&path) else {
-            return 1;
-        };
-        use std::os::fd::AsRawFd;
-        // SAFETY: ignoring SIGIO so the lease break does not kill us, and
-        // taking a read lease on our read-only descriptor.
-        unsafe {
-            libc::signal(libc::SIGIO, libc::SIG_IGN);
-            if libc::fcntl(file.as_raw_fd(), libc::F_SETLEASE, libc::F_RDLCK) != 0 {
-                return 2;
-            }
-        }
-        pipe.send(1);
-        std::thread::sleep(Duration::from_secs(30));
-        0
-    });
+    let leaser = lease_holder(&queue, &pipe, None);
     if pipe.recv(Duration::from_secs(10)) != Some(1) {
         let code = wait(leaser);
         return skip(

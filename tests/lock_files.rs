@@ -455,26 +455,7 @@ fn a_thread_behind_a_failed_open_is_woken_at_once() {
     let queue_file = queue_path(&db.path);
     std::fs::write(&queue_file, b"").expect("queue file");
     let pipe = Pipe::new();
-    let path = queue_file.clone();
-    let leaser = fork(|| {
-        let Ok(file) = std::fs::File::open(&path) else {
-            return 1;
-        };
-        use std::os::fd::AsRawFd;
-        // SAFETY: ignoring SIGIO (the lease break) and taking a read lease
-        // on our read-only descriptor, then giving it up.
-        unsafe {
-            libc::signal(libc::SIGIO, libc::SIG_IGN);
-            if libc::fcntl(file.as_raw_fd(), libc::F_SETLEASE, libc::F_RDLCK) != 0 {
-                return 2;
-            }
-            pipe.send(1);
-            std::thread::sleep(Duration::from_millis(700));
-            libc::fcntl(file.as_raw_fd(), libc::F_SETLEASE, libc::F_UNLCK);
-        }
-        std::thread::sleep(Duration::from_secs(30));
-        0
-    });
+    let leaser = lease_holder(&queue_file, &pipe, Some(Duration::from_millis(700)));
     if pipe.recv(Duration::from_secs(10)) != Some(1) {
         let code = kill9(leaser);
         panic!("this file system refused a lease (child exit {code})");

@@ -243,3 +243,36 @@ pub fn run_tests(tests: &[(&str, fn())]) {
         std::process::exit(1);
     }
 }
+
+/// Forks a process that takes a read lease on `path` (ignoring the SIGIO of
+/// a lease break), says so on `pipe` (a `2` when the file system refuses a
+/// lease), holds it `for_how_long` (`None`: until killed) and then lives on
+/// without it for 30 s.
+pub fn lease_holder(
+    path: &std::path::Path,
+    pipe: &Pipe,
+    for_how_long: Option<Duration>,
+) -> libc::pid_t {
+    fork(|| {
+        let Ok(file) = std::fs::File::open(path) else {
+            return 1;
+        };
+        use std::os::fd::AsRawFd;
+        // SAFETY: ignoring SIGIO (a lease break) and taking, then giving
+        // up, a read lease on this child's own read-only descriptor.
+        unsafe {
+            libc::signal(libc::SIGIO, libc::SIG_IGN);
+            if libc::fcntl(file.as_raw_fd(), libc::F_SETLEASE, libc::F_RDLCK) != 0 {
+                pipe.send(2);
+                return 2;
+            }
+            pipe.send(1);
+            if let Some(hold) = for_how_long {
+                std::thread::sleep(hold);
+                libc::fcntl(file.as_raw_fd(), libc::F_SETLEASE, libc::F_UNLCK);
+            }
+        }
+        std::thread::sleep(Duration::from_secs(30));
+        0
+    })
+}
