@@ -477,8 +477,62 @@ fn a_refused_commit_keeps_the_turn_until_rollback() {
     }
 }
 
+/// A waiting writer holds a shared `flock()` on `<db>.writer-queue` while it
+/// waits (what Exponential's driver protocol reads to yield to waiters):
+/// another process's exclusive probe of the queue file fails then, and
+/// succeeds once the waiter has its turn and has left the line.
+fn a_waiting_writer_is_seen_on_the_queue_file() {
+    for strategy in [Strategy::Poll, Strategy::Handoff] {
+        let db = Db::new();
+        let pipe = Pipe::new();
+        let holder = take_only_holder(&db.path, strategy, &pipe, Duration::from_secs(30));
+        let queue_file = queue_path(&db.path);
+        assert_eq!(
+            probe_flock(&queue_file),
+            Probe::Free,
+            "{strategy:?}: nobody waits yet"
+        );
+        let waiter = fork(|| {
+            let queue = WriterQueue::with_strategy(&db.path, strategy);
+            if queue
+                .take(BusyKind::Transaction, &statement_wait(10_000))
+                .is_err()
+            {
+                return 1;
+            }
+            pipe.send(2);
+            std::thread::sleep(Duration::from_secs(30));
+            0
+        });
+        let until = Instant::now() + Duration::from_secs(5);
+        while probe_flock(&queue_file) == Probe::Free {
+            assert!(
+                Instant::now() < until,
+                "{strategy:?}: the waiting writer holds nothing on the queue file"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(kill9(holder), 128 + libc::SIGKILL);
+        assert_eq!(
+            pipe.recv(Duration::from_secs(10)),
+            Some(2),
+            "{strategy:?}: the waiter's turn"
+        );
+        assert_eq!(
+            probe_flock(&queue_file),
+            Probe::Free,
+            "{strategy:?}: the writer holding its turn is still in the line"
+        );
+        assert_eq!(kill9(waiter), 128 + libc::SIGKILL);
+    }
+}
+
 fn main() {
     run_tests(&[
+        (
+            "a_waiting_writer_is_seen_on_the_queue_file",
+            a_waiting_writer_is_seen_on_the_queue_file,
+        ),
         (
             "turns_held_without_sqlite_never_overlap",
             turns_held_without_sqlite_never_overlap,

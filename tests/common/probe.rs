@@ -21,8 +21,14 @@ pub enum Probe {
 /// Forks a process that opens `<db>.writer-lock` itself (its own open file
 /// description, nothing inherited) and tries `flock(LOCK_EX|LOCK_NB)` on it.
 pub fn probe_lock(database: &Path) -> Probe {
-    let path = std::ffi::CString::new(lock_path(database).as_os_str().as_bytes().to_vec())
-        .expect("a path without NUL");
+    probe_flock(&lock_path(database))
+}
+
+/// Forks a process that opens the file at `path` itself and tries
+/// `flock(LOCK_EX|LOCK_NB)` on it: `Held` while anyone holds a `flock()` there.
+pub fn probe_flock(path: &Path) -> Probe {
+    let path =
+        std::ffi::CString::new(path.as_os_str().as_bytes().to_vec()).expect("a path without NUL");
     let child = super::fork(move || {
         // SAFETY: plain system calls on a path we own; results checked.
         let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
