@@ -527,8 +527,59 @@ fn a_waiting_writer_is_seen_on_the_queue_file() {
     }
 }
 
+/// A program holding `<db>.writer-queue` exclusively (a writer does so only
+/// for a probe's microseconds) cannot keep a writer past its limit: the wait
+/// for the turn ends busy at its limit, not interrupted and not later.
+fn a_queue_file_held_exclusively_cannot_outlast_the_limit() {
+    for strategy in [Strategy::Poll, Strategy::Handoff] {
+        let db = Db::new();
+        let queue = WriterQueue::with_strategy(&db.path, strategy);
+        queue
+            .take(BusyKind::Statement, &statement_wait(5_000))
+            .expect("create the lock files");
+        queue.release().expect("release");
+        let pipe = Pipe::new();
+        let path = queue_path(&db.path);
+        let holder = fork(|| {
+            let Ok(file) = std::fs::File::open(&path) else {
+                return 1;
+            };
+            // SAFETY: flock() on this child's own descriptor.
+            if unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&file), libc::LOCK_EX) } != 0 {
+                return 2;
+            }
+            pipe.send(1);
+            std::thread::sleep(Duration::from_secs(30));
+            0
+        });
+        assert_eq!(pipe.recv(Duration::from_secs(10)), Some(1));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let db_path = db.path.clone();
+        std::thread::spawn(move || {
+            let queue = WriterQueue::with_strategy(&db_path, strategy);
+            let started = Instant::now();
+            let outcome = queue.take(BusyKind::Statement, &statement_wait(300));
+            let _ = tx.send((outcome.map(|_| ()), started.elapsed()));
+        });
+        let (outcome, waited) = rx
+            .recv_timeout(Duration::from_secs(5))
+            .unwrap_or_else(|_| panic!("{strategy:?}: the wait outlived its 300 ms limit by 5 s"));
+        assert_eq!(kill9(holder), 128 + libc::SIGKILL);
+        let err = outcome.expect_err("a turn taken while another program held the queue file");
+        assert!(matches!(err, Error::Busy(_)), "{strategy:?}: {err:?}");
+        assert!(
+            waited >= Duration::from_millis(300) && waited < Duration::from_millis(2_300),
+            "{strategy:?}: waited {waited:?} for a 300 ms limit"
+        );
+    }
+}
+
 fn main() {
     run_tests(&[
+        (
+            "a_queue_file_held_exclusively_cannot_outlast_the_limit",
+            a_queue_file_held_exclusively_cannot_outlast_the_limit,
+        ),
         (
             "a_waiting_writer_is_seen_on_the_queue_file",
             a_waiting_writer_is_seen_on_the_queue_file,
