@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use common::*;
 use writerlock::handoff::inspect;
 use writerlock::lockfiles::queue_path;
+use writerlock::wait::SLICE_TURNS;
 use writerlock::{BusyKind, Strategy, Wait, WriterQueue};
 
 fn turn_wait() -> Wait {
@@ -121,8 +122,77 @@ fn a_polling_handle_never_joins_the_page() {
     assert!(!on_page, "a polling handle joined the hand-off page");
 }
 
+/// One round: this process holds the turn, a child waits on the page, and
+/// this process gives the turn back and takes it again `turns` times as fast
+/// as it can. Returns how many of those takes came before the child's turn.
+fn turns_taken_back_ahead_of_a_waiter(db: &Db, turns: usize) -> usize {
+    let queue = WriterQueue::with_strategy(&db.path, Strategy::Handoff);
+    queue
+        .take(BusyKind::Transaction, &turn_wait())
+        .expect("the turn");
+    let granted_at = db.dir.path().join("granted_at");
+    let _ = std::fs::remove_file(&granted_at);
+    let waiter = {
+        let path = db.path.clone();
+        let granted_at = granted_at.clone();
+        fork(move || {
+            let queue = WriterQueue::with_strategy(&path, Strategy::Handoff);
+            if queue.take(BusyKind::Transaction, &turn_wait()).is_err() {
+                return 1;
+            }
+            let at = mono_us();
+            let _ = queue.release();
+            i32::from(std::fs::write(&granted_at, at.to_string()).is_err())
+        })
+    };
+    until_on_page(&db.path, waiter);
+    let mut taken = Vec::with_capacity(turns);
+    for _ in 0..turns {
+        queue.release().expect("release");
+        queue
+            .take(BusyKind::Transaction, &turn_wait())
+            .expect("the turn again");
+        taken.push(mono_us());
+    }
+    queue.release().expect("release");
+    assert_eq!(wait(waiter), 0, "the waiter");
+    let granted: i64 = std::fs::read_to_string(&granted_at)
+        .expect("the waiter's turn")
+        .parse()
+        .expect("a time");
+    taken.iter().filter(|&&t| t < granted).count()
+}
+
+/// A slice ends after 64 turns taken back, even with time left: a writer
+/// committing in a tight loop takes the turn back at most 64 times before a
+/// waiter gets it. A round can end sooner (the slice's 2 ms ran out on a
+/// loaded machine, or the waiter looked between a release and a take), so
+/// rounds run until one reaches the count; none may pass it.
+fn a_slice_ends_after_sixty_four_turns() {
+    assert_eq!(SLICE_TURNS, 64);
+    let db = Db::new();
+    let mut counts = Vec::new();
+    while counts.len() < 40 && !counts.iter().any(|&n| n >= SLICE_TURNS as usize) {
+        counts.push(turns_taken_back_ahead_of_a_waiter(&db, 100));
+        std::thread::sleep(Duration::from_millis(3));
+    }
+    println!("turns taken back ahead of a waiter, by round: {counts:?}");
+    assert!(
+        counts.iter().all(|&n| n <= SLICE_TURNS as usize),
+        "a slice took the turn back more than {SLICE_TURNS} times: {counts:?}"
+    );
+    assert!(
+        counts.contains(&(SLICE_TURNS as usize)),
+        "no slice reached its {SLICE_TURNS} turns in 40 rounds (each ended by its 2 ms first): {counts:?}"
+    );
+}
+
 fn main() {
     run_tests(&[
+        (
+            "a_slice_ends_after_sixty_four_turns",
+            a_slice_ends_after_sixty_four_turns,
+        ),
         (
             "a_writer_takes_its_turn_back_within_its_slice",
             a_writer_takes_its_turn_back_within_its_slice,
