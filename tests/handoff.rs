@@ -1,5 +1,5 @@
 //! The hand-off page with real processes: arrival order, killed waiters,
-//! foreign page layouts, and writers that only know the seed's polling
+//! foreign page layouts, and writers that only know the driver's polling
 //! protocol sharing the database with page-aware ones.
 
 mod common;
@@ -10,9 +10,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::*;
-use writerlock::handoff::PAGE_BYTES;
+use writerlock::handoff::{Field, FIELDS, HEADER_BYTES, PAGE_BYTES, PAGE_IDENTITY, SLOT_BYTES};
 use writerlock::lockfiles::{lock_path, queue_path};
-use writerlock::{Strategy, Wait, WriterQueue};
+use writerlock::{BusyKind, Strategy, Wait, WriterQueue};
 
 fn wait_secs(s: f64) -> Wait {
     Wait::transaction(Duration::from_secs_f64(s))
@@ -30,7 +30,7 @@ fn page_publish(db: &Path, hold: Duration) -> i32 {
     i32::from(queue.commit(&conn).is_err())
 }
 
-/// A writer that knows only the seed's files: a shared flock on the queue
+/// A writer that knows only the driver's files: a shared flock on the queue
 /// file while it polls an exclusive flock on the lock file, then a plain
 /// `BEGIN IMMEDIATE`. It never reads or writes the page.
 fn flock_only_publish(db: &Path, hold: Duration) -> i32 {
@@ -354,7 +354,7 @@ fn page_aware_and_flock_only_writers_exclude_each_other() {
     assert!(db.integrity_ok());
 }
 
-fn the_seed_protocol_and_the_page_share_a_database() {
+fn the_driver_protocol_and_the_page_share_a_database() {
     let db = Db::new();
     let codes = run_together(16, |i| {
         let strategy = if i % 2 == 0 {
@@ -381,6 +381,166 @@ fn the_seed_protocol_and_the_page_share_a_database() {
     for pair in db.intervals().windows(2) {
         assert!(pair[1].0 >= pair[0].1, "overlap: {pair:?}");
     }
+}
+
+/// The page as other builds of the library read it: the queue file's bytes,
+/// not this build's own view of them.
+struct PageBytes(Vec<u8>);
+
+impl PageBytes {
+    fn read(db: &Path) -> PageBytes {
+        let bytes = std::fs::read(queue_path(db)).expect("read the queue file");
+        assert!(bytes.len() >= PAGE_BYTES, "no page: {} bytes", bytes.len());
+        PageBytes(bytes)
+    }
+
+    fn field(name: &str) -> Field {
+        *FIELDS
+            .iter()
+            .find(|f| f.name == name)
+            .unwrap_or_else(|| panic!("no field {name}"))
+    }
+
+    fn u64_at(&self, at: usize) -> u64 {
+        u64::from_ne_bytes(self.0[at..at + 8].try_into().expect("8 bytes"))
+    }
+
+    fn header(&self, name: &str) -> u64 {
+        let f = Self::field(name);
+        assert!(!f.in_slot);
+        match f.size {
+            4 => u64::from(u32::from_ne_bytes(
+                self.0[f.offset..f.offset + 4].try_into().expect("4 bytes"),
+            )),
+            _ => self.u64_at(f.offset),
+        }
+    }
+
+    /// The slot index of the waiter `pid`, if it has one.
+    fn slot_of(&self, pid: libc::pid_t) -> Option<usize> {
+        let f = Self::field("pid");
+        (0..(PAGE_BYTES - HEADER_BYTES) / SLOT_BYTES).find(|i| {
+            let at = HEADER_BYTES + i * SLOT_BYTES + f.offset;
+            u32::from_ne_bytes(self.0[at..at + 4].try_into().expect("4 bytes")) == pid as u32
+        })
+    }
+}
+
+/// This boot's `/proc/sys/kernel/random/boot_id`, read here, as a number.
+fn this_boot() -> u128 {
+    let text = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").expect("boot_id");
+    let hex: String = text.chars().filter(char::is_ascii_hexdigit).collect();
+    u128::from_str_radix(&hex, 16).expect("a hexadecimal boot_id")
+}
+
+/// The page a writer leaves in `<db>.writer-queue` is a protocol between
+/// builds (a PHP extension and a Python module of different releases share
+/// one database): it starts with "WLQP" and the layout version, carries the
+/// boot its times count in, and records the holder and, after a release
+/// within the slice, the 100 µs come-back window, in CLOCK_MONOTONIC
+/// microseconds.
+fn the_page_on_disk_follows_its_layout() {
+    let db = Db::new();
+    assert_eq!(PAGE_IDENTITY, 0x574C_5150_0000_0002, "WLQP, layout 2");
+    assert_eq!(writerlock::handoff::LAYOUT_VERSION, 2);
+    let boot = this_boot();
+    // A release that comes within the turn's 2 ms slice; a loaded machine
+    // may take longer between the two, so a few rounds are allowed.
+    let mut checked = 0;
+    for _ in 0..40 {
+        std::thread::sleep(Duration::from_millis(5));
+        let queue = WriterQueue::with_strategy(&db.path, Strategy::Handoff);
+        let t0 = mono_us() as u64;
+        queue
+            .take(BusyKind::Transaction, &wait_secs(5.0))
+            .expect("the turn");
+        let t1 = mono_us() as u64;
+        let held = PageBytes::read(&db.path);
+        let t2 = mono_us() as u64;
+        queue.release().expect("release");
+        let t3 = mono_us() as u64;
+        let left = PageBytes::read(&db.path);
+
+        assert_eq!(held.u64_at(0), PAGE_IDENTITY, "the page's identity word");
+        let stored_boot = (u128::from(held.header("boot")) << 64)
+            | u128::from(held.u64_at(PageBytes::field("boot").offset + 8));
+        assert_eq!(stored_boot, boot, "the page's boot");
+        assert_eq!(held.header("holder_pid"), u64::from(std::process::id()));
+        let since = held.header("held_since_us");
+        assert!(
+            (t0..=t1).contains(&since),
+            "held since {since}, taken in {t0}..{t1}"
+        );
+        let slice = held.header("slice_until_us");
+        assert!(
+            (t0 + 2000..=t1 + 2000).contains(&slice),
+            "slice until {slice}, taken in {t0}..{t1}"
+        );
+        assert_eq!(
+            left.header("holder_pid"),
+            0,
+            "a holder recorded after release"
+        );
+        if t3 - t0 >= 1500 {
+            continue;
+        }
+        let back = left.header("comeback_until_us");
+        assert!(
+            (t2 + 100..=t3 + 100).contains(&back),
+            "come-back window until {back}, released in {t2}..{t3}"
+        );
+        checked += 1;
+    }
+    println!("{checked} of 40 releases within their slice checked");
+    assert!(checked > 0, "no release came within 1.5 ms of its take");
+}
+
+/// A waiter on the page holds an open-file-description lock on one byte of
+/// the queue file, 1 MiB + its slot index, for as long as it waits: the
+/// kernel drops it when the waiter dies, which is how the others recognise
+/// a dead waiter. Probed here with `F_OFD_GETLK` through another open file.
+fn a_waiter_holds_its_liveness_byte_while_it_waits() {
+    let db = Db::new();
+    let queue = WriterQueue::with_strategy(&db.path, Strategy::Handoff);
+    queue
+        .take(BusyKind::Transaction, &wait_secs(5.0))
+        .expect("the turn");
+    let waiter = {
+        let path = db.path.clone();
+        fork(move || {
+            let queue = WriterQueue::with_strategy(&path, Strategy::Handoff);
+            if queue.take(BusyKind::Transaction, &wait_secs(10.0)).is_err() {
+                return 1;
+            }
+            i32::from(queue.release().is_err()) * 2
+        })
+    };
+    let until = Instant::now() + Duration::from_secs(10);
+    let slot = loop {
+        if let Some(slot) = PageBytes::read(&db.path).slot_of(waiter) {
+            break slot;
+        }
+        assert!(Instant::now() < until, "the waiter never took a slot");
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    let file = std::fs::File::open(queue_path(&db.path)).expect("open the queue file");
+    let locked_at = |at: i64| {
+        // SAFETY: a zeroed flock is a valid argument; the result is checked.
+        let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+        fl.l_type = libc::F_WRLCK as libc::c_short;
+        fl.l_whence = libc::SEEK_SET as libc::c_short;
+        fl.l_start = at;
+        fl.l_len = 1;
+        let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_GETLK, &mut fl) };
+        assert_eq!(rc, 0, "F_OFD_GETLK: {}", std::io::Error::last_os_error());
+        fl.l_type != libc::F_UNLCK as libc::c_short
+    };
+    let byte = (1 << 20) + slot as i64;
+    assert!(locked_at(byte), "no liveness lock at 1 MiB + slot {slot}");
+    assert!(!locked_at(slot as i64), "a lock inside the page");
+    queue.release().expect("release");
+    assert_eq!(wait(waiter), 0, "the waiter");
+    assert!(!locked_at(byte), "the liveness lock outlived the wait");
 }
 
 fn main() {
@@ -410,8 +570,16 @@ fn main() {
             page_aware_and_flock_only_writers_exclude_each_other,
         ),
         (
-            "the_seed_protocol_and_the_page_share_a_database",
-            the_seed_protocol_and_the_page_share_a_database,
+            "the_driver_protocol_and_the_page_share_a_database",
+            the_driver_protocol_and_the_page_share_a_database,
+        ),
+        (
+            "the_page_on_disk_follows_its_layout",
+            the_page_on_disk_follows_its_layout,
+        ),
+        (
+            "a_waiter_holds_its_liveness_byte_while_it_waits",
+            a_waiter_holds_its_liveness_byte_while_it_waits,
         ),
     ]);
 }
