@@ -450,6 +450,17 @@ fn pg_the_writer_lock_is_refused_after_work_in_the_transaction() {
     assert!(matches!(err, Error::AlreadyInTransaction), "{err:?}");
     assert!(conn.in_transaction());
     conn.rollback().expect("rollback");
+
+    // A later write of the session runs nothing but the lock and the floor
+    // read (the scan for refused writers ran at the first): those alone are
+    // work that refuses a second start.
+    conn.begin_write().expect("a later write starts");
+    let err = conn.begin_write().unwrap_err();
+    assert!(matches!(err, Error::AlreadyInTransaction), "{err:?}");
+    let err = conn.lock_writer().unwrap_err();
+    assert!(matches!(err, Error::AlreadyInTransaction), "{err:?}");
+    assert!(conn.in_transaction());
+    conn.rollback().expect("rollback");
 }
 
 /// A script run inside a write is written with it; once the write's transaction ended
