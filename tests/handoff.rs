@@ -543,6 +543,99 @@ fn a_waiter_holds_its_liveness_byte_while_it_waits() {
     assert!(!locked_at(byte), "the liveness lock outlived the wait");
 }
 
+/// Only an empty queue file, one of zero bytes up to the page's size, or
+/// one that already starts with a page of this layout gets the page; any
+/// other file (longer than a page, or with content, even after eight zero
+/// bytes) is someone else's and is never written: its writers poll. A file
+/// of exactly a page of zero bytes is a page being created and gets it.
+fn only_an_empty_or_page_sized_zero_file_gets_the_page() {
+    let mut junk_after_zeros = vec![0u8; 20 * 1024];
+    for (i, b) in junk_after_zeros.iter_mut().enumerate().skip(8) {
+        *b = (i % 251) as u8 + 1;
+    }
+    for (what, content) in [
+        ("20 KiB of zero bytes", vec![0u8; 20 * 1024]),
+        ("8 zero bytes, then 20 KiB of content", junk_after_zeros),
+    ] {
+        let db = Db::new();
+        std::fs::write(queue_path(&db.path), &content).expect("write the queue file");
+        assert_eq!(
+            page_publish(&db.path, Duration::ZERO),
+            0,
+            "{what}: the publish"
+        );
+        let after = std::fs::read(queue_path(&db.path)).expect("read");
+        assert!(after == content, "{what}: the queue file was written");
+    }
+    let db = Db::new();
+    std::fs::write(queue_path(&db.path), vec![0u8; PAGE_BYTES]).expect("write the queue file");
+    assert_eq!(page_publish(&db.path, Duration::ZERO), 0);
+    let page = PageBytes::read(&db.path);
+    assert_eq!(
+        page.u64_at(0),
+        PAGE_IDENTITY,
+        "a page-sized zero file got no page"
+    );
+}
+
+/// The queue files' mappings of the page, as this process's maps list them.
+fn page_mappings(db: &Path) -> usize {
+    let maps = std::fs::read_to_string("/proc/self/maps").expect("/proc/self/maps");
+    let name = queue_path(db);
+    let name = name.to_string_lossy();
+    maps.lines().filter(|l| l.ends_with(name.as_ref())).count()
+}
+
+/// A handle maps the page once and unmaps it when it is dropped: a
+/// long-lived host (a PHP-FPM worker, a Python service) that makes a
+/// handle per request keeps no mapping per request.
+fn a_dropped_handle_unmaps_its_page() {
+    let db = Db::new();
+    for _ in 0..3 {
+        let queue = WriterQueue::with_strategy(&db.path, Strategy::Handoff);
+        queue
+            .take(BusyKind::Transaction, &wait_secs(5.0))
+            .expect("the turn");
+        queue.release().expect("release");
+        assert_eq!(
+            page_mappings(&db.path),
+            1,
+            "mappings while the handle lives"
+        );
+        drop(queue);
+        assert_eq!(
+            page_mappings(&db.path),
+            0,
+            "mappings after the handle was dropped"
+        );
+    }
+}
+
+/// The holder records the CPU it took the lock on, plus one, in the
+/// page's `holder_cpu` (0 means unknown): a head woken onto that CPU
+/// sleeps instead of spinning. Checked with this thread pinned to one CPU.
+fn the_page_records_the_holders_cpu() {
+    let db = Db::new();
+    // SAFETY: affinity masks of the calling thread, restored below.
+    let mut before: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    assert_eq!(unsafe { libc::sched_getaffinity(0, size, &mut before) }, 0);
+    let cpu = (0..libc::CPU_SETSIZE as usize)
+        .rev()
+        .find(|&c| unsafe { libc::CPU_ISSET(c, &before) })
+        .expect("a CPU this thread may run on");
+    let mut pinned: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    unsafe { libc::CPU_SET(cpu, &mut pinned) };
+    assert_eq!(unsafe { libc::sched_setaffinity(0, size, &pinned) }, 0);
+    let queue = WriterQueue::with_strategy(&db.path, Strategy::Handoff);
+    let taken = queue.take(BusyKind::Transaction, &wait_secs(5.0));
+    let recorded = PageBytes::read(&db.path).header("holder_cpu");
+    let _ = queue.release();
+    unsafe { libc::sched_setaffinity(0, size, &before) };
+    taken.expect("the turn");
+    assert_eq!(recorded, cpu as u64 + 1, "holder_cpu, taken on CPU {cpu}");
+}
+
 fn main() {
     run_tests(&[
         (
@@ -580,6 +673,18 @@ fn main() {
         (
             "a_waiter_holds_its_liveness_byte_while_it_waits",
             a_waiter_holds_its_liveness_byte_while_it_waits,
+        ),
+        (
+            "only_an_empty_or_page_sized_zero_file_gets_the_page",
+            only_an_empty_or_page_sized_zero_file_gets_the_page,
+        ),
+        (
+            "a_dropped_handle_unmaps_its_page",
+            a_dropped_handle_unmaps_its_page,
+        ),
+        (
+            "the_page_records_the_holders_cpu",
+            the_page_records_the_holders_cpu,
         ),
     ]);
 }
