@@ -505,24 +505,27 @@ fn a_waiter_holds_its_liveness_byte_while_it_waits() {
     queue
         .take(BusyKind::Transaction, &wait_secs(5.0))
         .expect("the turn");
-    let waiter = {
+    // Two waiters, so that slots other than the first are checked too.
+    let mut waiters = Vec::new();
+    for _ in 0..2 {
         let path = db.path.clone();
-        fork(move || {
+        let waiter = fork(move || {
             let queue = WriterQueue::with_strategy(&path, Strategy::Handoff);
             if queue.take(BusyKind::Transaction, &wait_secs(10.0)).is_err() {
                 return 1;
             }
             i32::from(queue.release().is_err()) * 2
-        })
-    };
-    let until = Instant::now() + Duration::from_secs(10);
-    let slot = loop {
-        if let Some(slot) = PageBytes::read(&db.path).slot_of(waiter) {
-            break slot;
-        }
-        assert!(Instant::now() < until, "the waiter never took a slot");
-        std::thread::sleep(Duration::from_millis(1));
-    };
+        });
+        let until = Instant::now() + Duration::from_secs(10);
+        let slot = loop {
+            if let Some(slot) = PageBytes::read(&db.path).slot_of(waiter) {
+                break slot;
+            }
+            assert!(Instant::now() < until, "the waiter never took a slot");
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        waiters.push((waiter, slot));
+    }
     let file = std::fs::File::open(queue_path(&db.path)).expect("open the queue file");
     let locked_at = |at: i64| {
         // SAFETY: a zeroed flock is a valid argument; the result is checked.
@@ -535,12 +538,115 @@ fn a_waiter_holds_its_liveness_byte_while_it_waits() {
         assert_eq!(rc, 0, "F_OFD_GETLK: {}", std::io::Error::last_os_error());
         fl.l_type != libc::F_UNLCK as libc::c_short
     };
-    let byte = (1 << 20) + slot as i64;
-    assert!(locked_at(byte), "no liveness lock at 1 MiB + slot {slot}");
-    assert!(!locked_at(slot as i64), "a lock inside the page");
+    let slots: Vec<usize> = waiters.iter().map(|&(_, slot)| slot).collect();
+    assert!(slots[0] != slots[1], "two waiters in one slot: {slots:?}");
+    for &slot in &slots {
+        let byte = (1 << 20) + slot as i64;
+        assert!(locked_at(byte), "no liveness lock at 1 MiB + slot {slot}");
+        assert!(!locked_at(slot as i64), "a lock inside the page");
+    }
     queue.release().expect("release");
-    assert_eq!(wait(waiter), 0, "the waiter");
-    assert!(!locked_at(byte), "the liveness lock outlived the wait");
+    for (waiter, slot) in waiters {
+        assert_eq!(wait(waiter), 0, "the waiter");
+        let byte = (1 << 20) + slot as i64;
+        assert!(!locked_at(byte), "the liveness lock outlived the wait");
+    }
+}
+
+/// Writes `value` (native byte order, the field's size) into the page of
+/// `bytes` at header field `name`.
+fn set_header(bytes: &mut [u8], name: &str, value: u64) {
+    let f = PageBytes::field(name);
+    match f.size {
+        4 => bytes[f.offset..f.offset + 4].copy_from_slice(&(value as u32).to_ne_bytes()),
+        _ => bytes[f.offset..f.offset + 8].copy_from_slice(&value.to_ne_bytes()),
+    }
+}
+
+/// A page written in another boot (its `boot` differs from this machine's
+/// `boot_id`, even in one half only) has its times and holder cleared by the
+/// first writer that maps it, which then stamps this boot: times of another
+/// boot's CLOCK_MONOTONIC mean nothing here.
+fn a_page_from_another_boot_is_taken_over_with_its_times_cleared() {
+    let boot = this_boot();
+    let (high, low) = ((boot >> 64) as u64, boot as u64);
+    for (what, other) in [
+        ("another boot", (high ^ 1, low ^ 1)),
+        ("another low half", (high, low ^ 1)),
+        ("another high half", (high ^ 1, low)),
+    ] {
+        let db = Db::new();
+        let mut page = vec![0u8; PAGE_BYTES];
+        page[..8].copy_from_slice(&PAGE_IDENTITY.to_ne_bytes());
+        set_header(&mut page, "boot", other.0);
+        let low_at = PageBytes::field("boot").offset + 8;
+        page[low_at..low_at + 8].copy_from_slice(&other.1.to_ne_bytes());
+        // A holder and a come-back window that, read on this boot's clock,
+        // would still be running for an hour.
+        let hour_ahead = mono_us() as u64 + 3_600_000_000;
+        set_header(&mut page, "holder_pid", 4_000_000);
+        set_header(&mut page, "held_since_us", 1);
+        set_header(&mut page, "comeback_until_us", hour_ahead);
+        set_header(&mut page, "slice_until_us", hour_ahead);
+        std::fs::write(queue_path(&db.path), &page).expect("write the page");
+
+        // A writer that maps it but waits on someone else's turn (a raw
+        // flock on the lock file), so it records no hold of its own.
+        let lock = std::fs::File::open(lock_path(&db.path))
+            .or_else(|_| std::fs::File::create(lock_path(&db.path)))
+            .expect("lock file");
+        assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) }, 0);
+        let queue = WriterQueue::with_strategy(&db.path, Strategy::Handoff);
+        let busy = queue.take(
+            BusyKind::Statement,
+            &Wait::statement(Duration::from_millis(50)),
+        );
+        assert!(
+            busy.is_err(),
+            "{what}: the turn while another held the lock"
+        );
+        let seen = PageBytes::read(&db.path);
+        let stamped = (u128::from(seen.header("boot")) << 64) | u128::from(seen.u64_at(low_at));
+        assert_eq!(stamped, boot, "{what}: the boot stamped");
+        for field in [
+            "holder_pid",
+            "held_since_us",
+            "comeback_until_us",
+            "slice_until_us",
+        ] {
+            assert_eq!(
+                seen.header(field),
+                0,
+                "{what}: {field} kept from another boot"
+            );
+        }
+        unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_UN) };
+    }
+}
+
+/// A writer that maps the page while another holds the turn leaves the
+/// holder's record alone: `writerlock status` and the waiters' stall check
+/// read it while the holder works.
+fn a_writer_mapping_the_page_leaves_the_holders_record() {
+    let db = Db::new();
+    let holder = page_holder(&db.path, Duration::from_millis(500));
+    let before = PageBytes::read(&db.path);
+    assert_eq!(before.header("holder_pid"), holder as u64);
+    let queue = WriterQueue::with_strategy(&db.path, Strategy::Handoff);
+    let busy = queue.take(
+        BusyKind::Statement,
+        &Wait::statement(Duration::from_millis(50)),
+    );
+    assert!(busy.is_err(), "the turn while another held it");
+    let after = PageBytes::read(&db.path);
+    for field in ["holder_pid", "held_since_us", "slice_until_us"] {
+        assert_eq!(
+            after.header(field),
+            before.header(field),
+            "{field} changed by a waiter"
+        );
+    }
+    assert_eq!(wait(holder), 0, "the holder");
 }
 
 /// Only an empty queue file, one of zero bytes up to the page's size, or
@@ -685,6 +791,14 @@ fn main() {
         (
             "the_page_records_the_holders_cpu",
             the_page_records_the_holders_cpu,
+        ),
+        (
+            "a_page_from_another_boot_is_taken_over_with_its_times_cleared",
+            a_page_from_another_boot_is_taken_over_with_its_times_cleared,
+        ),
+        (
+            "a_writer_mapping_the_page_leaves_the_holders_record",
+            a_writer_mapping_the_page_leaves_the_holders_record,
         ),
     ]);
 }
