@@ -230,24 +230,32 @@ fn a_waiter_killed_while_waiting_never_stalls_the_others() {
     // a zombie whose pid still exists.
     let doomed = fork(|| page_publish(&db.path, Duration::ZERO));
     std::thread::sleep(Duration::from_millis(100));
-    let behind = fork(|| {
-        let queue = WriterQueue::with_strategy(&db.path, Strategy::Handoff);
-        let conn = open(&db.path);
-        if queue.begin(&conn, &wait_secs(30.0)).is_err() {
-            return 1;
-        }
-        let granted = mono_us();
-        if publish_body(&conn, Duration::ZERO).is_err() || queue.commit(&conn).is_err() {
-            return 2;
-        }
-        i32::from(append_line(&times, &format!("granted {granted}")).is_err()) * 3
-    });
-    std::thread::sleep(Duration::from_millis(50));
+    // Three writers line up behind it, 40 ms apart.
+    let behind: Vec<_> = (0..3)
+        .map(|i| {
+            let writer = fork(|| {
+                let queue = WriterQueue::with_strategy(&db.path, Strategy::Handoff);
+                let conn = open(&db.path);
+                if queue.begin(&conn, &wait_secs(30.0)).is_err() {
+                    return 1;
+                }
+                let granted = mono_us();
+                if publish_body(&conn, Duration::ZERO).is_err() || queue.commit(&conn).is_err() {
+                    return 2;
+                }
+                i32::from(append_line(&times, &format!("granted{i} {granted}")).is_err()) * 3
+            });
+            std::thread::sleep(Duration::from_millis(40));
+            writer
+        })
+        .collect();
     unsafe { libc::kill(doomed, libc::SIGKILL) };
     assert_eq!(wait(holder), 0);
-    assert_eq!(wait(behind), 0, "the writer behind a killed waiter failed");
+    for writer in behind {
+        assert_eq!(wait(writer), 0, "a writer behind a killed waiter failed");
+    }
     assert_eq!(wait(doomed), 128 + libc::SIGKILL);
-    assert_eq!(db.count(), 1);
+    assert_eq!(db.count(), 3);
     let text = std::fs::read_to_string(&times).expect("times");
     let time = |what: &str| -> i64 {
         text.lines()
@@ -255,7 +263,12 @@ fn a_waiter_killed_while_waiting_never_stalls_the_others() {
             .and_then(|t| t.trim().parse().ok())
             .expect("a recorded time")
     };
-    let gap = Duration::from_micros((time("granted") - time("released")).max(0) as u64);
+    let granted: Vec<i64> = (0..3).map(|i| time(&format!("granted{i} "))).collect();
+    assert!(
+        granted.windows(2).all(|w| w[0] < w[1]),
+        "the writers behind a killed waiter got their turns out of arrival order: {granted:?}"
+    );
+    let gap = Duration::from_micros((granted[0] - time("released ")).max(0) as u64);
     println!("the writer behind a killed waiter got the turn {gap:?} after the release");
     // Long since reaped, the dead waiter costs nothing; noticed only by the
     // 50 ms fallback for a free lock left untaken, it would cost 50 ms.
