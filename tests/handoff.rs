@@ -755,6 +755,56 @@ fn the_page_records_the_holders_cpu() {
     assert_eq!(recorded, cpu as u64 + 1, "holder_cpu, taken on CPU {cpu}");
 }
 
+/// A page-aware writer that finds the lock free while a writer that can
+/// only poll (Exponential's driver, a `Strategy::Poll` handle) waits in the
+/// queue file, and nobody waits on the page, stands aside for the 30 ms
+/// yield: the poller, there first, gets its turn first, and the page-aware
+/// writer after it, without an error.
+fn a_page_aware_writer_yields_to_a_writer_that_can_only_poll() {
+    let mut out_of_order = Vec::new();
+    for round in 0..3 {
+        let db = Db::new();
+        let times = db.dir.path().join("times");
+        let holder = page_holder(&db.path, Duration::from_millis(300));
+        let writer = |strategy: Strategy, name: &'static str| {
+            let path = db.path.clone();
+            let times = times.clone();
+            fork(move || {
+                let queue = WriterQueue::with_strategy(&path, strategy);
+                if queue.take(BusyKind::Transaction, &wait_secs(10.0)).is_err() {
+                    return 1;
+                }
+                let granted = mono_us();
+                std::thread::sleep(Duration::from_millis(2));
+                if queue.release().is_err() {
+                    return 2;
+                }
+                i32::from(append_line(&times, &format!("{name} {granted}")).is_err()) * 3
+            })
+        };
+        let poller = writer(Strategy::Poll, "poller");
+        std::thread::sleep(Duration::from_millis(100));
+        let page_aware = writer(Strategy::Handoff, "page");
+        assert_eq!(wait(holder), 0, "the holder");
+        assert_eq!(wait(poller), 0, "the poller");
+        assert_eq!(wait(page_aware), 0, "the page-aware writer");
+        let text = std::fs::read_to_string(&times).expect("times");
+        let time = |what: &str| -> i64 {
+            text.lines()
+                .find_map(|l| l.strip_prefix(what))
+                .and_then(|t| t.trim().parse().ok())
+                .expect("a recorded time")
+        };
+        if time("page ") < time("poller ") {
+            out_of_order.push(round);
+        }
+    }
+    assert!(
+        out_of_order.is_empty(),
+        "the page-aware writer went ahead of the poller that was there first, in rounds {out_of_order:?}"
+    );
+}
+
 fn main() {
     run_tests(&[
         (
@@ -812,6 +862,10 @@ fn main() {
         (
             "a_writer_mapping_the_page_leaves_the_holders_record",
             a_writer_mapping_the_page_leaves_the_holders_record,
+        ),
+        (
+            "a_page_aware_writer_yields_to_a_writer_that_can_only_poll",
+            a_page_aware_writer_yields_to_a_writer_that_can_only_poll,
         ),
     ]);
 }
