@@ -899,9 +899,15 @@ pub(crate) fn wait_for_turn(
         }
         return result.map(|()| false);
     };
+    // On unwinding (a panic in a host's interrupt check, here or while
+    // joining the queue file) the slot and the queue file are left, so the
+    // others do not wait behind a ghost.
+    let unwinding = LeaveOnUnwind { view, page, place };
     let others = match join_queue(view, deadline) {
         Ok(others) => others,
         Err(gave) => {
+            std::mem::forget(unwinding);
+            leave_queue(view);
             page.leave(place);
             return Err(gave);
         }
@@ -912,9 +918,6 @@ pub(crate) fn wait_for_turn(
     let mut may_yield = others && !page.others_waiting(place);
     // Woken ahead of a slice's end: stay running until then.
     let mut spin_until: Option<u64> = None;
-    // On unwinding (a panic in a host's interrupt check) the slot and the
-    // queue file are left, so the others do not wait behind a ghost.
-    let unwinding = LeaveOnUnwind { view, page, place };
     let result = (|| loop {
         let slot = &page.layout().slots[place.index];
         let seen = slot.word.load(Ordering::Acquire);

@@ -66,14 +66,24 @@ pub(crate) fn leave_queue(view: &FilesView) {
 /// Exponential's driver protocol: polls of 1 to 15 ms (1 to 5 ms after a second of
 /// waiting), and a 30 ms yield when the lock is free while others wait.
 pub(crate) fn wait_for_turn(view: &FilesView, deadline: &Deadline) -> Result<(), Gave> {
+    // The queue file is left however the wait ends, unwinding included (a
+    // panic in a host's interrupt check): a writer that is gone must not
+    // stay in the queue, where every other writer would yield to it.
+    let _leave = LeaveQueue(view);
     let others = join_queue(view, deadline)?;
     if others && !deadline.sleep(YIELD) {
-        leave_queue(view);
         return Err(Gave::Interrupted);
     }
-    let result = poll_lock(view, deadline);
-    leave_queue(view);
-    result
+    poll_lock(view, deadline)
+}
+
+/// Leaves the queue file when dropped (see [`leave_queue`]).
+struct LeaveQueue<'a>(&'a FilesView);
+
+impl Drop for LeaveQueue<'_> {
+    fn drop(&mut self) {
+        leave_queue(self.0);
+    }
 }
 
 /// Tries the lock until taken or the deadline passes, pausing 1 to 15 ms

@@ -244,6 +244,18 @@ fn a_panicking_interrupt_check_leaves_the_handle_usable() {
         std::panic::set_hook(hook);
         assert!(unwound.is_err(), "{strategy:?}: the check's panic was lost");
         assert!(!queue.holding());
+        // The unwound wait left the line: no place on the page, no shared
+        // flock() on the queue file (the holder waits in neither).
+        let waiters = handoff::inspect(&queue_path(&db.path)).map_or(0, |s| s.waiters);
+        assert_eq!(
+            waiters, 0,
+            "{strategy:?}: a page slot kept for the unwound wait"
+        );
+        assert_eq!(
+            probe_flock(&queue_path(&db.path)),
+            Probe::Free,
+            "{strategy:?}: the unwound wait still holds the queue file"
+        );
         assert_eq!(kill9(pid), 128 + libc::SIGKILL);
         // Another process gets the free lock at once: no slot of ours
         // stands in front of it.
