@@ -224,6 +224,7 @@ pub const FIELDS: &[Field] = fields! {
     Slot true ending 4;
     Slot true cpu 4;
     Slot true skipped 4;
+    Slot true since_us 8;
 };
 
 /// This boot's identity (`/proc/sys/kernel/random/boot_id` as a number; 0

@@ -10,7 +10,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::*;
-use writerlock::handoff::{Field, FIELDS, HEADER_BYTES, PAGE_BYTES, PAGE_IDENTITY, SLOT_BYTES};
+use writerlock::handoff::{
+    inspect, Field, FIELDS, HEADER_BYTES, PAGE_BYTES, PAGE_IDENTITY, SLOT_BYTES,
+};
 use writerlock::lockfiles::{lock_path, queue_path};
 use writerlock::{BusyKind, Strategy, Wait, WriterQueue};
 
@@ -805,6 +807,112 @@ fn a_page_aware_writer_yields_to_a_writer_that_can_only_poll() {
     );
 }
 
+/// Writes `value` into slot `slot`'s field `name` of the page in `bytes`.
+fn set_slot(bytes: &mut [u8], slot: usize, name: &str, value: u64) {
+    let f = PageBytes::field(name);
+    assert!(f.in_slot);
+    let at = HEADER_BYTES + slot * SLOT_BYTES + f.offset;
+    match f.size {
+        4 => bytes[at..at + 4].copy_from_slice(&(value as u32).to_ne_bytes()),
+        _ => bytes[at..at + 8].copy_from_slice(&value.to_ne_bytes()),
+    }
+}
+
+/// `inspect` (what `writerlock status` shows) reads a page as written: the
+/// holder and how long it has held, every waiter with a ticket counted,
+/// those with a pid listed in ticket order with how long they have waited;
+/// times and the holder of another boot are not shown. A symbolic link, a
+/// FIFO and a foreign layout give no page, and a FIFO never blocks it.
+fn inspect_reads_the_page_as_status_tools_need() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let boot = this_boot();
+    let page_of = |boot: u128| {
+        let now = mono_us() as u64;
+        let mut page = vec![0u8; PAGE_BYTES];
+        page[..8].copy_from_slice(&PAGE_IDENTITY.to_ne_bytes());
+        set_header(&mut page, "boot", (boot >> 64) as u64);
+        let low_at = PageBytes::field("boot").offset + 8;
+        page[low_at..low_at + 8].copy_from_slice(&(boot as u64).to_ne_bytes());
+        set_header(&mut page, "holder_pid", 4242);
+        set_header(&mut page, "held_since_us", now - 1_000_000);
+        set_header(&mut page, "high_water", 8);
+        for (slot, pid, ticket, since) in [
+            (3, 111, 7, now - 2_000_000),
+            (5, 222, 5, 0),
+            (6, 0, 9, now - 500_000),
+        ] {
+            set_slot(&mut page, slot, "pid", pid);
+            set_slot(&mut page, slot, "ticket", ticket);
+            set_slot(&mut page, slot, "since_us", since);
+        }
+        page
+    };
+    let file = dir.path().join("site.db.writer-queue");
+    std::fs::write(&file, page_of(boot)).expect("write the page");
+    let seen = inspect(&file).expect("a page");
+    assert_eq!(seen.holder_pid, Some(4242));
+    let held = seen.held_for.expect("how long it held");
+    assert!(
+        held >= Duration::from_secs(1) && held < Duration::from_secs(30),
+        "{held:?}"
+    );
+    assert_eq!(seen.waiters, 3, "waiters with a ticket");
+    let listed: Vec<(u32, u64)> = seen.queue.iter().map(|w| (w.pid, w.ticket)).collect();
+    assert_eq!(
+        listed,
+        vec![(222, 5), (111, 7)],
+        "the line, in ticket order"
+    );
+    assert_eq!(
+        seen.queue[0].waited, None,
+        "a waiter that stamped no arrival"
+    );
+    let waited = seen.queue[1].waited.expect("how long it waited");
+    assert!(
+        waited >= Duration::from_secs(2) && waited < Duration::from_secs(30),
+        "{waited:?}"
+    );
+
+    for (what, other) in [
+        ("another boot", boot ^ (1 << 64) ^ 1),
+        ("another low half", boot ^ 1),
+        ("another high half", boot ^ (1 << 64)),
+    ] {
+        std::fs::write(&file, page_of(other)).expect("write the page");
+        let seen = inspect(&file).expect("a page");
+        assert_eq!(seen.holder_pid, None, "{what}: a holder of another boot");
+        assert_eq!(seen.held_for, None, "{what}");
+        assert_eq!(seen.waiters, 3, "{what}");
+        assert!(
+            seen.queue.iter().all(|w| w.waited.is_none()),
+            "{what}: {:?}",
+            seen.queue
+        );
+    }
+
+    let mut foreign = page_of(boot);
+    foreign[..8].copy_from_slice(&(PAGE_IDENTITY + 1).to_ne_bytes());
+    std::fs::write(&file, &foreign).expect("write the page");
+    assert_eq!(inspect(&file), None, "a foreign layout");
+
+    std::fs::write(&file, page_of(boot)).expect("write the page");
+    let link = dir.path().join("link.db.writer-queue");
+    std::os::unix::fs::symlink(&file, &link).expect("symlink");
+    assert_eq!(inspect(&link), None, "read through a symbolic link");
+
+    let fifo = dir.path().join("fifo.db.writer-queue");
+    let c_fifo = std::ffi::CString::new(fifo.to_str().expect("a UTF-8 path")).expect("no NUL");
+    assert_eq!(unsafe { libc::mkfifo(c_fifo.as_ptr(), 0o600) }, 0, "mkfifo");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(inspect(&fifo));
+    });
+    match rx.recv_timeout(Duration::from_secs(5)) {
+        Ok(seen) => assert_eq!(seen, None, "a FIFO"),
+        Err(_) => panic!("inspect blocked on a FIFO"),
+    }
+}
+
 fn main() {
     run_tests(&[
         (
@@ -866,6 +974,10 @@ fn main() {
         (
             "a_page_aware_writer_yields_to_a_writer_that_can_only_poll",
             a_page_aware_writer_yields_to_a_writer_that_can_only_poll,
+        ),
+        (
+            "inspect_reads_the_page_as_status_tools_need",
+            inspect_reads_the_page_as_status_tools_need,
         ),
     ]);
 }
