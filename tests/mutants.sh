@@ -72,7 +72,7 @@ done <"$tree/.files"
 # builds only the test binaries that run.
 sqlite_targets=(--cargo-arg=--lib --cargo-arg=--test=queue --cargo-arg=--test=handoff
     --cargo-arg=--test=faults --cargo-arg=--test=connection --cargo-arg=--test=exclusion
-    --cargo-arg=--test=lock_files --cargo-arg=--test=turn_slices)
+    --cargo-arg=--test=lock_files --cargo-arg=--test=turn_slices --cargo-arg=--test=wait_policy)
 sqlite_tests=(-- --skip forty_eight_transactions --skip hot_loop --skip a_stopped_head_waiter
     --skip held_locks_are_seen_while_other_locks_change)
 # The SQLite binaries whose single-threaded harness the runner splits.

@@ -1,0 +1,127 @@
+//! The wait policy as hosts use it: the command line's limits and the
+//! settings they name, a setting named by the host in the busy message,
+//! interrupt checks that compare by identity, and a limit too long to count.
+
+use std::os::unix::io::AsRawFd;
+use std::time::{Duration, Instant};
+
+use writerlock::lockfiles::lock_path;
+use writerlock::wait::{
+    Interrupt, CLI_BUSY_SETTING, CLI_BUSY_TIMEOUT, CLI_TRANSACTION_SETTING, CLI_TRANSACTION_WAIT,
+};
+use writerlock::{BusyKind, Error, Strategy, Wait, WriterQueue};
+
+/// The command line waits 300 s for a transaction's turn and 30 s for a
+/// statement's, naming Exponential's CLI settings.
+#[test]
+fn the_command_lines_waits_name_its_settings() {
+    let t = Wait::cli_transaction();
+    assert_eq!(t.limit(), CLI_TRANSACTION_WAIT);
+    assert_eq!(t.limit(), Duration::from_secs(300));
+    assert_eq!(t.setting(), CLI_TRANSACTION_SETTING);
+    assert_eq!(t.setting(), "[DatabaseSettings] SQLiteCLITransactionWait");
+    let s = Wait::cli_statement();
+    assert_eq!(s.limit(), CLI_BUSY_TIMEOUT);
+    assert_eq!(s.limit(), Duration::from_secs(30));
+    assert_eq!(s.setting(), CLI_BUSY_SETTING);
+    assert_eq!(s.setting(), "[DatabaseSettings] SQLiteCLIBusyTimeout");
+}
+
+/// A lock file held with a raw `flock()` (another program), in a temporary
+/// directory that lives as long as the value.
+struct HeldLock {
+    dir: tempfile::TempDir,
+    file: std::fs::File,
+}
+
+impl HeldLock {
+    fn new() -> HeldLock {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = std::fs::File::create(lock_path(&dir.path().join("site.db"))).expect("create");
+        // SAFETY: flock on a descriptor we own.
+        assert_eq!(unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) }, 0);
+        HeldLock { dir, file }
+    }
+
+    fn db(&self) -> std::path::PathBuf {
+        self.dir.path().join("site.db")
+    }
+}
+
+/// The setting a host names (its own INI key) is the one the busy message
+/// quotes, word for word.
+#[test]
+fn the_busy_message_quotes_the_setting_the_host_named() {
+    let held = HeldLock::new();
+    let queue = WriterQueue::new(held.db());
+    let wait = Wait::statement(Duration::from_millis(50)).with_setting("[Site] OurWriteWait");
+    assert_eq!(wait.setting(), "[Site] OurWriteWait");
+    let err = queue.take(BusyKind::Statement, &wait).unwrap_err();
+    let Error::Busy(busy) = &err else {
+        panic!("expected a busy error, got {err:?}");
+    };
+    assert_eq!(busy.setting, "[Site] OurWriteWait");
+    let text = err.to_string();
+    assert!(
+        text.contains("(limit 0.05 s, [Site] OurWriteWait) and was not run; nothing was written"),
+        "{text}"
+    );
+    drop(held.file);
+}
+
+/// Interrupt checks compare by identity: a wait equals its clone, not a
+/// wait with another check; `interrupt()` gives back the one given, and a
+/// wait prints its check without calling it.
+#[test]
+fn interrupt_checks_compare_by_identity() {
+    let a = Interrupt::new(|| false);
+    let b = Interrupt::new(|| false);
+    assert_eq!(a, a.clone());
+    assert_ne!(a, b);
+    let wait = Wait::statement(Duration::from_secs(1)).with_interrupt(a.clone());
+    assert_eq!(wait.interrupt(), Some(&a));
+    assert_eq!(wait, wait.clone());
+    assert_ne!(
+        wait,
+        Wait::statement(Duration::from_secs(1)).with_interrupt(b)
+    );
+    assert_ne!(wait, Wait::statement(Duration::from_secs(1)));
+    assert_eq!(Wait::statement(Duration::from_secs(1)).interrupt(), None);
+    let shown = format!("{wait:?}");
+    assert!(shown.contains("Interrupt(..)"), "{shown}");
+}
+
+/// A limit too long to add to the clock (`Duration::MAX`) waits, as a very
+/// long limit does: the writer gets the turn when the holder gives it back.
+#[test]
+fn a_limit_too_long_to_count_still_waits_for_the_turn() {
+    for strategy in [Strategy::Handoff, Strategy::Poll] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = dir.path().join("site.db");
+        let holder = WriterQueue::with_strategy(&db, strategy);
+        holder
+            .take(
+                BusyKind::Transaction,
+                &Wait::transaction(Duration::from_secs(5)),
+            )
+            .expect("the turn");
+        let started = Instant::now();
+        let waiter = std::thread::spawn({
+            let db = db.clone();
+            move || {
+                let queue = WriterQueue::with_strategy(&db, strategy);
+                let took = queue.take(BusyKind::Statement, &Wait::statement(Duration::MAX));
+                let _ = queue.release();
+                took.map(|_| ())
+            }
+        });
+        std::thread::sleep(Duration::from_millis(100));
+        holder.release().expect("release");
+        let outcome = waiter.join().expect("the waiter");
+        assert!(outcome.is_ok(), "{strategy:?}: {outcome:?}");
+        assert!(
+            started.elapsed() >= Duration::from_millis(100),
+            "{strategy:?}"
+        );
+    }
+}
