@@ -125,3 +125,58 @@ fn a_limit_too_long_to_count_still_waits_for_the_turn() {
         );
     }
 }
+
+/// CPU time of the calling thread.
+fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid timespec to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// A writer waiting for its turn sleeps between its looks at the lock: over
+/// a 600 ms wait that ends busy it uses a small part of a CPU, in either
+/// strategy, with or without an interrupt check (a PHP worker or a Python
+/// script waiting must not spin on a core the holder needs).
+#[test]
+fn a_waiting_writer_sleeps_rather_than_spins() {
+    for strategy in [Strategy::Handoff, Strategy::Poll] {
+        for with_check in [false, true] {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let db = dir.path().join("site.db");
+            let holder = WriterQueue::with_strategy(&db, strategy);
+            holder
+                .take(
+                    BusyKind::Transaction,
+                    &Wait::transaction(Duration::from_secs(5)),
+                )
+                .expect("the turn");
+            let waiter = std::thread::spawn({
+                let db = db.clone();
+                move || {
+                    let queue = WriterQueue::with_strategy(&db, strategy);
+                    let mut wait = Wait::statement(Duration::from_millis(600));
+                    if with_check {
+                        wait = wait.with_interrupt(Interrupt::new(|| false));
+                    }
+                    let cpu = thread_cpu();
+                    let outcome = queue.take(BusyKind::Statement, &wait);
+                    (outcome.is_err(), thread_cpu() - cpu)
+                }
+            });
+            let (busy, cpu) = waiter.join().expect("the waiter");
+            holder.release().expect("release");
+            assert!(busy, "{strategy:?}: the turn while another held it");
+            println!(
+                "{strategy:?}, interrupt check {with_check}: {cpu:?} of CPU over a 600 ms wait"
+            );
+            assert!(
+                cpu < Duration::from_millis(100),
+                "{strategy:?}, interrupt check {with_check}: {cpu:?} of CPU over a 600 ms wait"
+            );
+        }
+    }
+}
