@@ -380,6 +380,36 @@ mod tests {
     }
 
     #[test]
+    fn pauses_spread_over_their_range() {
+        let draws: Vec<Duration> = (0..2000).map(|_| poll_pause(Duration::ZERO)).collect();
+        let min = draws.iter().min().copied().unwrap_or_default();
+        let max = draws.iter().max().copied().unwrap_or_default();
+        let mean = draws.iter().sum::<Duration>() / draws.len() as u32;
+        let distinct: std::collections::BTreeSet<_> = draws.iter().collect();
+        assert!(min < Duration::from_millis(2), "{min:?}");
+        assert!(max > Duration::from_millis(14), "{max:?}");
+        assert!(
+            mean > Duration::from_micros(6500) && mean < Duration::from_micros(9500),
+            "{mean:?}"
+        );
+        assert!(distinct.len() > 1000, "{} distinct pauses", distinct.len());
+    }
+
+    /// Writers that start together must not poll in lockstep: each thread
+    /// (and each process, re-seeded after fork) draws its own pauses.
+    #[test]
+    fn threads_and_reseeds_draw_their_own_pauses() {
+        let draw = || -> Vec<Duration> { (0..16).map(|_| poll_pause(Duration::ZERO)).collect() };
+        let here = draw();
+        let there = std::thread::spawn(draw).join().unwrap_or_default();
+        assert_ne!(here, there);
+        let before = RNG.with(Cell::get);
+        reseed();
+        assert_ne!(RNG.with(Cell::get), before);
+        assert_ne!(RNG.with(Cell::get), 0);
+    }
+
+    #[test]
     fn bad_seconds_are_refused() {
         assert!(Wait::seconds("wait", -1.0).is_err());
         assert!(Wait::seconds("wait", f64::NAN).is_err());
