@@ -180,3 +180,67 @@ fn a_waiting_writer_sleeps_rather_than_spins() {
         }
     }
 }
+
+/// Threads sharing one handle wait for each other's turn; when the one in
+/// front gives up (its limit ran out, or its interrupt check ended it), the
+/// next is woken at once and goes on waiting for the lock itself, rather
+/// than sleeping out its own limit: it gets the turn when the holder gives
+/// it back.
+#[test]
+fn a_thread_behind_a_wait_that_gave_up_is_woken_at_once() {
+    for interrupted in [false, true] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = dir.path().join("site.db");
+        let holder = WriterQueue::new(&db);
+        holder
+            .take(
+                BusyKind::Transaction,
+                &Wait::transaction(Duration::from_secs(5)),
+            )
+            .expect("the turn");
+        let queue = WriterQueue::new(&db);
+        let (first, second) = std::thread::scope(|s| {
+            let first = s.spawn(|| {
+                let started = Instant::now();
+                let wait = if interrupted {
+                    Wait::statement(Duration::from_secs(5)).with_interrupt(Interrupt::new(
+                        move || started.elapsed() > Duration::from_millis(300),
+                    ))
+                } else {
+                    Wait::statement(Duration::from_millis(300))
+                };
+                queue.take(BusyKind::Statement, &wait).map(|_| ())
+            });
+            std::thread::sleep(Duration::from_millis(100));
+            let second = s.spawn(|| {
+                let started = Instant::now();
+                let outcome = queue.take(
+                    BusyKind::Transaction,
+                    &Wait::transaction(Duration::from_secs(8)),
+                );
+                let took = started.elapsed();
+                if outcome.is_ok() {
+                    let _ = queue.release();
+                }
+                (outcome.map(|_| ()), took)
+            });
+            std::thread::sleep(Duration::from_millis(600));
+            holder.release().expect("release");
+            (
+                first.join().expect("first thread"),
+                second.join().expect("second thread"),
+            )
+        });
+        assert!(
+            first.is_err(),
+            "interrupted {interrupted}: the first thread's turn: {first:?}"
+        );
+        let (outcome, took) = second;
+        println!("interrupted {interrupted}: the second thread had its turn after {took:?}");
+        assert!(outcome.is_ok(), "interrupted {interrupted}: {outcome:?}");
+        assert!(
+            took < Duration::from_millis(3000),
+            "interrupted {interrupted}: the second thread slept {took:?} after the first gave up"
+        );
+    }
+}
