@@ -218,3 +218,39 @@ fn the_callers_busy_timeout_comes_back_when_the_turn_ends() {
     queue.commit(&raw).expect("commit raw");
     assert_eq!(busy_ms(&conn), 1234, "after a raw commit");
 }
+
+/// A transaction the caller ended itself (its own `COMMIT`) gives the turn
+/// back through `release_ended`, which runs no statement, frees the lock
+/// for the next writer and puts back the caller's busy timeout; with no
+/// turn held it says so and changes nothing.
+#[test]
+fn a_transaction_the_caller_ended_gives_the_turn_back_through_release_ended() {
+    let (_dir, path) = database();
+    let conn = Connection::open(&path).expect("open");
+    conn.busy_timeout(Duration::from_millis(7000))
+        .expect("timeout");
+    let queue = WriterQueue::new(&path);
+    assert!(!queue.release_ended(&conn).expect("nothing held"));
+    assert_eq!(busy_ms(&conn), 7000);
+    queue.begin(&conn, &wait()).expect("begin");
+    conn.execute_batch("INSERT INTO t VALUES (1); COMMIT")
+        .expect("the caller's own commit");
+    assert!(queue.holding(), "the turn outlived the caller's COMMIT");
+    assert!(queue.release_ended(&conn).expect("release_ended"));
+    assert!(!queue.holding());
+    assert_eq!(busy_ms(&conn), 7000, "after release_ended");
+    assert!(!queue.release_ended(&conn).expect("a second release_ended"));
+    // Another handle (another writer) gets the free lock at once.
+    let other = WriterQueue::new(&path);
+    other
+        .take(
+            writerlock::BusyKind::Statement,
+            &Wait::statement(Duration::from_millis(50)),
+        )
+        .expect("the lock after release_ended");
+    other.release().expect("release");
+    let rows: i64 = conn
+        .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+        .expect("count");
+    assert_eq!(rows, 1);
+}
