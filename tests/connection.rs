@@ -254,3 +254,52 @@ fn a_transaction_the_caller_ended_gives_the_turn_back_through_release_ended() {
         .expect("count");
     assert_eq!(rows, 1);
 }
+
+/// A queued statement that meets a writer outside the queue (a plain
+/// `BEGIN IMMEDIATE` elsewhere) waits it out, in SQLite's busy wait sliced
+/// by the interrupt check, and runs once that writer commits; one that
+/// fails for another reason (a missing table) fails at once, not after its
+/// limit.
+#[test]
+fn a_queued_statement_waits_out_an_outside_writer_but_not_its_own_error() {
+    let (_dir, path) = database();
+    let conn = Connection::open(&path).expect("open");
+    let queue = WriterQueue::new(&path);
+    let wait = Wait::statement(Duration::from_secs(5))
+        .with_interrupt(writerlock::wait::Interrupt::new(|| false));
+    let (began, began_rx) = std::sync::mpsc::channel();
+    let outside = std::thread::spawn({
+        let path = path.clone();
+        move || {
+            let outside = Connection::open(&path).expect("open");
+            outside
+                .execute_batch("BEGIN IMMEDIATE; INSERT INTO t VALUES (1)")
+                .expect("the outside writer");
+            began.send(()).expect("send");
+            std::thread::sleep(Duration::from_millis(300));
+            outside.execute_batch("COMMIT").expect("the outside commit");
+        }
+    });
+    began_rx.recv().expect("the outside writer began");
+    let started = std::time::Instant::now();
+    let ran = queue.execute(&conn, "INSERT INTO t VALUES (2)", &wait);
+    outside.join().expect("the outside writer");
+    assert!(ran.is_ok(), "{ran:?}");
+    assert!(started.elapsed() >= Duration::from_millis(200));
+    let rows: i64 = conn
+        .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+        .expect("count");
+    assert_eq!(rows, 2);
+
+    let started = std::time::Instant::now();
+    let err = queue
+        .execute(&conn, "INSERT INTO missing VALUES (1)", &wait)
+        .unwrap_err();
+    let took = started.elapsed();
+    assert!(matches!(err, Error::Sqlite { .. }), "{err:?}");
+    assert!(
+        took < Duration::from_secs(2),
+        "the failure came after {took:?}"
+    );
+    assert!(!queue.holding());
+}
