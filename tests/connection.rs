@@ -303,3 +303,40 @@ fn a_queued_statement_waits_out_an_outside_writer_but_not_its_own_error() {
     );
     assert!(!queue.holding());
 }
+
+/// A transaction with an interrupt check that waits for a writer outside
+/// the queue (a plain `BEGIN IMMEDIATE` elsewhere, SQLite's busy wait in
+/// slices) ends busy at its limit, as one without a check does; it does not
+/// go on waiting past it.
+#[test]
+fn a_sliced_busy_wait_for_an_outside_writer_ends_at_its_limit() {
+    let (_dir, path) = database();
+    let conn = Connection::open(&path).expect("open");
+    let queue = WriterQueue::new(&path);
+    let (began, began_rx) = std::sync::mpsc::channel();
+    let outside = std::thread::spawn({
+        let path = path.clone();
+        move || {
+            let outside = Connection::open(&path).expect("open");
+            outside
+                .execute_batch("BEGIN IMMEDIATE; INSERT INTO t VALUES (1)")
+                .expect("the outside writer");
+            began.send(()).expect("send");
+            std::thread::sleep(Duration::from_millis(2500));
+            outside.execute_batch("COMMIT").expect("the outside commit");
+        }
+    });
+    began_rx.recv().expect("the outside writer began");
+    let wait = Wait::transaction(Duration::from_secs(1))
+        .with_interrupt(writerlock::wait::Interrupt::new(|| false));
+    let started = std::time::Instant::now();
+    let outcome = queue.begin(&conn, &wait);
+    let took = started.elapsed();
+    outside.join().expect("the outside writer");
+    assert!(
+        matches!(outcome, Err(Error::Busy(_))),
+        "after {took:?}: {outcome:?}"
+    );
+    assert!(took < Duration::from_millis(2400), "busy after {took:?}");
+    assert!(!queue.holding());
+}
