@@ -661,6 +661,16 @@ fn a_writer_mapping_the_page_leaves_the_holders_record() {
             "{field} changed by a waiter"
         );
     }
+    // Nor does dropping that writer's handle, which held no turn.
+    drop(queue);
+    let dropped = PageBytes::read(&db.path);
+    for field in ["holder_pid", "held_since_us", "slice_until_us"] {
+        assert_eq!(
+            dropped.header(field),
+            before.header(field),
+            "{field} changed by dropping a handle that held no turn"
+        );
+    }
     assert_eq!(wait(holder), 0, "the holder");
 }
 

@@ -188,7 +188,7 @@ fn a_waiting_writer_sleeps_rather_than_spins() {
 /// it back.
 #[test]
 fn a_thread_behind_a_wait_that_gave_up_is_woken_at_once() {
-    for interrupted in [false, true] {
+    for how in ["limit", "interrupt", "panic"] {
         let dir = tempfile::tempdir().expect("tempdir");
         let db = dir.path().join("site.db");
         let holder = WriterQueue::new(&db);
@@ -202,14 +202,25 @@ fn a_thread_behind_a_wait_that_gave_up_is_woken_at_once() {
         let (first, second) = std::thread::scope(|s| {
             let first = s.spawn(|| {
                 let started = Instant::now();
-                let wait = if interrupted {
-                    Wait::statement(Duration::from_secs(5)).with_interrupt(Interrupt::new(
-                        move || started.elapsed() > Duration::from_millis(300),
-                    ))
-                } else {
-                    Wait::statement(Duration::from_millis(300))
+                let wait = match how {
+                    "limit" => Wait::statement(Duration::from_millis(300)),
+                    "interrupt" => Wait::statement(Duration::from_secs(5)).with_interrupt(
+                        Interrupt::new(move || started.elapsed() > Duration::from_millis(300)),
+                    ),
+                    _ => Wait::statement(Duration::from_secs(5)).with_interrupt(Interrupt::new(
+                        move || {
+                            if started.elapsed() > Duration::from_millis(300) {
+                                panic!("the host's check failed");
+                            }
+                            false
+                        },
+                    )),
                 };
-                queue.take(BusyKind::Statement, &wait).map(|_| ())
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    queue.take(BusyKind::Statement, &wait).map(|_| ())
+                }))
+                // A panic counts as a wait that gave up, as the others do.
+                .unwrap_or(Err(Error::AlreadyHolding))
             });
             std::thread::sleep(Duration::from_millis(100));
             let second = s.spawn(|| {
@@ -231,16 +242,13 @@ fn a_thread_behind_a_wait_that_gave_up_is_woken_at_once() {
                 second.join().expect("second thread"),
             )
         });
-        assert!(
-            first.is_err(),
-            "interrupted {interrupted}: the first thread's turn: {first:?}"
-        );
+        assert!(first.is_err(), "{how}: the first thread's turn: {first:?}");
         let (outcome, took) = second;
-        println!("interrupted {interrupted}: the second thread had its turn after {took:?}");
-        assert!(outcome.is_ok(), "interrupted {interrupted}: {outcome:?}");
+        println!("{how}: the second thread had its turn after {took:?}");
+        assert!(outcome.is_ok(), "{how}: {outcome:?}");
         assert!(
             took < Duration::from_millis(3000),
-            "interrupted {interrupted}: the second thread slept {took:?} after the first gave up"
+            "{how}: the second thread slept {took:?} after the first gave up"
         );
     }
 }
