@@ -340,3 +340,24 @@ fn a_sliced_busy_wait_for_an_outside_writer_ends_at_its_limit() {
     assert!(took < Duration::from_millis(2400), "busy after {took:?}");
     assert!(!queue.holding());
 }
+
+/// A queue for another database file that exists, on the same file system
+/// (same device, another inode), is refused too: the check compares files,
+/// not only names.
+#[test]
+fn a_queue_for_another_existing_file_on_the_same_disk_is_refused() {
+    let (dir, path) = database();
+    let other = dir.path().join("other.db");
+    Connection::open(&other)
+        .and_then(|c| c.execute_batch("CREATE TABLE u (y INTEGER)"))
+        .expect("another database");
+    let queue = WriterQueue::new(&other);
+    let conn = Connection::open(&path).expect("open");
+    let err = queue.begin(&conn, &wait()).expect_err("wrong database");
+    assert!(
+        matches!(&err, Error::WrongDatabase { queue_database, connection_database }
+            if queue_database == &other && connection_database == &path),
+        "{err:?}"
+    );
+    assert!(!queue.holding());
+}
