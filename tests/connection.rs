@@ -255,6 +255,25 @@ fn a_transaction_the_caller_ended_gives_the_turn_back_through_release_ended() {
     assert_eq!(rows, 1);
 }
 
+/// A writer outside the queue: a thread whose own connection holds a plain
+/// `BEGIN IMMEDIATE` (with a row written) for `hold`, then commits.
+/// Returns once its transaction has begun.
+fn outside_writer(path: &Path, hold: Duration) -> std::thread::JoinHandle<()> {
+    let (began, began_rx) = std::sync::mpsc::channel();
+    let path = path.to_path_buf();
+    let outside = std::thread::spawn(move || {
+        let outside = Connection::open(&path).expect("open");
+        outside
+            .execute_batch("BEGIN IMMEDIATE; INSERT INTO t VALUES (1)")
+            .expect("the outside writer");
+        began.send(()).expect("send");
+        std::thread::sleep(hold);
+        outside.execute_batch("COMMIT").expect("the outside commit");
+    });
+    began_rx.recv().expect("the outside writer began");
+    outside
+}
+
 /// A queued statement that meets a writer outside the queue (a plain
 /// `BEGIN IMMEDIATE` elsewhere) waits it out, in SQLite's busy wait sliced
 /// by the interrupt check, and runs once that writer commits; one that
@@ -267,20 +286,7 @@ fn a_queued_statement_waits_out_an_outside_writer_but_not_its_own_error() {
     let queue = WriterQueue::new(&path);
     let wait = Wait::statement(Duration::from_secs(5))
         .with_interrupt(writerlock::wait::Interrupt::new(|| false));
-    let (began, began_rx) = std::sync::mpsc::channel();
-    let outside = std::thread::spawn({
-        let path = path.clone();
-        move || {
-            let outside = Connection::open(&path).expect("open");
-            outside
-                .execute_batch("BEGIN IMMEDIATE; INSERT INTO t VALUES (1)")
-                .expect("the outside writer");
-            began.send(()).expect("send");
-            std::thread::sleep(Duration::from_millis(300));
-            outside.execute_batch("COMMIT").expect("the outside commit");
-        }
-    });
-    began_rx.recv().expect("the outside writer began");
+    let outside = outside_writer(&path, Duration::from_millis(300));
     let started = std::time::Instant::now();
     let ran = queue.execute(&conn, "INSERT INTO t VALUES (2)", &wait);
     outside.join().expect("the outside writer");
@@ -313,20 +319,7 @@ fn a_sliced_busy_wait_for_an_outside_writer_ends_at_its_limit() {
     let (_dir, path) = database();
     let conn = Connection::open(&path).expect("open");
     let queue = WriterQueue::new(&path);
-    let (began, began_rx) = std::sync::mpsc::channel();
-    let outside = std::thread::spawn({
-        let path = path.clone();
-        move || {
-            let outside = Connection::open(&path).expect("open");
-            outside
-                .execute_batch("BEGIN IMMEDIATE; INSERT INTO t VALUES (1)")
-                .expect("the outside writer");
-            began.send(()).expect("send");
-            std::thread::sleep(Duration::from_millis(2500));
-            outside.execute_batch("COMMIT").expect("the outside commit");
-        }
-    });
-    began_rx.recv().expect("the outside writer began");
+    let outside = outside_writer(&path, Duration::from_millis(2500));
     let wait = Wait::transaction(Duration::from_secs(1))
         .with_interrupt(writerlock::wait::Interrupt::new(|| false));
     let started = std::time::Instant::now();

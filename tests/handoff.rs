@@ -653,24 +653,20 @@ fn a_writer_mapping_the_page_leaves_the_holders_record() {
         &Wait::statement(Duration::from_millis(50)),
     );
     assert!(busy.is_err(), "the turn while another held it");
-    let after = PageBytes::read(&db.path);
-    for field in ["holder_pid", "held_since_us", "slice_until_us"] {
-        assert_eq!(
-            after.header(field),
-            before.header(field),
-            "{field} changed by a waiter"
-        );
-    }
+    let unchanged = |by: &str| {
+        let now = PageBytes::read(&db.path);
+        for field in ["holder_pid", "held_since_us", "slice_until_us"] {
+            assert_eq!(
+                now.header(field),
+                before.header(field),
+                "{field} changed by {by}"
+            );
+        }
+    };
+    unchanged("a waiter");
     // Nor does dropping that writer's handle, which held no turn.
     drop(queue);
-    let dropped = PageBytes::read(&db.path);
-    for field in ["holder_pid", "held_since_us", "slice_until_us"] {
-        assert_eq!(
-            dropped.header(field),
-            before.header(field),
-            "{field} changed by dropping a handle that held no turn"
-        );
-    }
+    unchanged("dropping a handle that held no turn");
     assert_eq!(wait(holder), 0, "the holder");
 }
 

@@ -91,20 +91,27 @@ fn interrupt_checks_compare_by_identity() {
     assert!(shown.contains("Interrupt(..)"), "{shown}");
 }
 
+/// A database in a temporary directory whose turn a handle of `strategy`
+/// holds (another writer, as far as every other handle is concerned).
+fn held_turn(strategy: Strategy) -> (tempfile::TempDir, WriterQueue) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let holder = WriterQueue::with_strategy(dir.path().join("site.db"), strategy);
+    holder
+        .take(
+            BusyKind::Transaction,
+            &Wait::transaction(Duration::from_secs(5)),
+        )
+        .expect("the turn");
+    (dir, holder)
+}
+
 /// A limit too long to add to the clock (`Duration::MAX`) waits, as a very
 /// long limit does: the writer gets the turn when the holder gives it back.
 #[test]
 fn a_limit_too_long_to_count_still_waits_for_the_turn() {
     for strategy in [Strategy::Handoff, Strategy::Poll] {
-        let dir = tempfile::tempdir().expect("tempdir");
+        let (dir, holder) = held_turn(strategy);
         let db = dir.path().join("site.db");
-        let holder = WriterQueue::with_strategy(&db, strategy);
-        holder
-            .take(
-                BusyKind::Transaction,
-                &Wait::transaction(Duration::from_secs(5)),
-            )
-            .expect("the turn");
         let started = Instant::now();
         let waiter = std::thread::spawn({
             let db = db.clone();
@@ -145,15 +152,8 @@ fn thread_cpu() -> Duration {
 fn a_waiting_writer_sleeps_rather_than_spins() {
     for strategy in [Strategy::Handoff, Strategy::Poll] {
         for with_check in [false, true] {
-            let dir = tempfile::tempdir().expect("tempdir");
+            let (dir, holder) = held_turn(strategy);
             let db = dir.path().join("site.db");
-            let holder = WriterQueue::with_strategy(&db, strategy);
-            holder
-                .take(
-                    BusyKind::Transaction,
-                    &Wait::transaction(Duration::from_secs(5)),
-                )
-                .expect("the turn");
             let waiter = std::thread::spawn({
                 let db = db.clone();
                 move || {
