@@ -207,6 +207,15 @@ fn a_writer_that_stops_within_its_slice_hands_over_promptly() {
     }
 }
 
+/// The time recorded on the line of `text` that starts with `what` (lines
+/// such as `granted 1234`, appended by the writers of a test).
+fn recorded_time(text: &str, what: &str) -> i64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(what))
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no time recorded for {what:?} in {text:?}"))
+}
+
 fn a_waiter_killed_while_waiting_never_stalls_the_others() {
     let db = Db::new();
     let times = db.dir.path().join("times");
@@ -259,12 +268,7 @@ fn a_waiter_killed_while_waiting_never_stalls_the_others() {
     assert_eq!(wait(doomed), 128 + libc::SIGKILL);
     assert_eq!(db.count(), 3);
     let text = std::fs::read_to_string(&times).expect("times");
-    let time = |what: &str| -> i64 {
-        text.lines()
-            .find_map(|l| l.strip_prefix(what))
-            .and_then(|t| t.trim().parse().ok())
-            .expect("a recorded time")
-    };
+    let time = |what: &str| recorded_time(&text, what);
     let granted: Vec<i64> = (0..3).map(|i| time(&format!("granted{i} "))).collect();
     assert!(
         granted.windows(2).all(|w| w[0] < w[1]),
@@ -805,12 +809,7 @@ fn a_page_aware_writer_yields_to_a_writer_that_can_only_poll() {
         assert_eq!(wait(poller), 0, "the poller");
         assert_eq!(wait(page_aware), 0, "the page-aware writer");
         let text = std::fs::read_to_string(&times).expect("times");
-        let time = |what: &str| -> i64 {
-            text.lines()
-                .find_map(|l| l.strip_prefix(what))
-                .and_then(|t| t.trim().parse().ok())
-                .expect("a recorded time")
-        };
+        let time = |what: &str| recorded_time(&text, what);
         if time("page ") < time("poller ") {
             out_of_order.push(round);
         }
