@@ -13,8 +13,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::page::{field, put, put_boot, this_boot, valid_page};
 use common::*;
-use writerlock::handoff::{self, Field, FIELDS, HEADER_BYTES, PAGE_BYTES, SLOTS, SLOT_BYTES};
+use writerlock::handoff::{self, FIELDS, PAGE_BYTES, SLOTS};
 use writerlock::lockfiles::queue_path;
 use writerlock::wait::{Interrupt, INTERRUPT_CHECK};
 use writerlock::{BusyKind, Error, Strategy, Wait, WriterQueue};
@@ -287,53 +288,6 @@ fn skip(test: &str, why: &str) {
     println!("{test}: skipped: {why}");
 }
 
-/// CLOCK_MONOTONIC in microseconds, the clock the page stores.
-fn monotonic_us() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: valid out pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1000
-}
-
-fn field(name: &str) -> Field {
-    *FIELDS
-        .iter()
-        .find(|f| f.name == name)
-        .unwrap_or_else(|| panic!("no field {name}"))
-}
-
-/// Where a field lies in the page (`slot`: which slot, for slot fields).
-fn at(f: Field, slot: usize) -> usize {
-    if f.in_slot {
-        HEADER_BYTES + slot * SLOT_BYTES + f.offset
-    } else {
-        f.offset
-    }
-}
-
-fn put(page: &mut [u8], f: Field, slot: usize, value: u64) {
-    let start = at(f, slot);
-    if f.size == 8 {
-        page[start..start + 8].copy_from_slice(&value.to_ne_bytes());
-    } else {
-        page[start..start + 4].copy_from_slice(&(value as u32).to_ne_bytes());
-    }
-}
-
-/// A page of this layout and this boot, otherwise empty.
-fn valid_page() -> Vec<u8> {
-    let mut page = vec![0u8; PAGE_BYTES];
-    put(&mut page, field("identity"), 0, handoff::PAGE_IDENTITY);
-    let boot = handoff::boot_id();
-    let at_boot = field("boot").offset;
-    page[at_boot..at_boot + 8].copy_from_slice(&((boot >> 64) as u64).to_ne_bytes());
-    page[at_boot + 8..at_boot + 16].copy_from_slice(&(boot as u64).to_ne_bytes());
-    page
-}
-
 /// Writes `page` over the start of the database's queue file.
 fn write_page(db: &Path, page: &[u8]) {
     use std::os::unix::fs::FileExt;
@@ -389,7 +343,7 @@ fn no_page_content_keeps_a_free_lock_from_a_writer() {
     let db = Db::new();
     let conn = open(&db.path);
     let limit = Duration::from_millis(50);
-    let far = monotonic_us() + 10 * 86_400 * 1_000_000;
+    let far = (mono_us() as u64) + 10 * 86_400 * 1_000_000;
     let mut cases: Vec<(String, Vec<u8>)> = Vec::new();
     for f in FIELDS {
         let slots: &[usize] = if f.in_slot { &[0, 1, SLOTS - 1] } else { &[0] };
@@ -430,10 +384,8 @@ fn no_page_content_keeps_a_free_lock_from_a_writer() {
         bytes.fill(&mut page);
         if i % 3 != 0 {
             // Of this layout and this boot: every other byte arbitrary.
-            let valid = valid_page();
-            page[..8].copy_from_slice(&valid[..8]);
-            let b = field("boot").offset;
-            page[b..b + 16].copy_from_slice(&valid[b..b + 16]);
+            put(&mut page, field("identity"), 0, handoff::PAGE_IDENTITY);
+            put_boot(&mut page, this_boot());
         }
         cases.push((format!("arbitrary page {i}"), page));
     }
@@ -491,7 +443,7 @@ fn a_page_from_before_a_reboot_does_not_block_a_free_lock() {
     let db = Db::new();
     let conn = open(&db.path);
     let _ = grant(&db.path, &conn);
-    let ahead = monotonic_us() + 3 * 86_400 * 1_000_000;
+    let ahead = (mono_us() as u64) + 3 * 86_400 * 1_000_000;
     for other_boot in [true, false] {
         let mut page = valid_page();
         if other_boot {
@@ -543,7 +495,7 @@ fn a_writer_whose_clock_restarted_gets_a_free_lock() {
         queue.begin(&conn, &wait_secs(5.0)).expect("begin");
         queue.commit(&conn).expect("commit");
     }
-    let back_by = monotonic_us() / 1_000_000 - 1;
+    let back_by = (mono_us() as u64) / 1_000_000 - 1;
     let path = db.path.clone();
     let outer = fork(move || {
         // SAFETY: the namespace applies to this process's later children.
@@ -559,7 +511,7 @@ fn a_writer_whose_clock_restarted_gets_a_free_lock() {
             return 11;
         }
         let inner = fork(move || {
-            if monotonic_us() > 2_000_000 + 1_000_000 {
+            if (mono_us() as u64) > 2_000_000 + 1_000_000 {
                 return 12; // the clock did not restart
             }
             let queue = WriterQueue::new(&path);

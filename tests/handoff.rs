@@ -9,10 +9,9 @@ use std::os::unix::io::AsRawFd;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use common::page::{field, get, get_boot, page_of_boot, put, read_page, this_boot};
 use common::*;
-use writerlock::handoff::{
-    inspect, Field, FIELDS, HEADER_BYTES, PAGE_BYTES, PAGE_IDENTITY, SLOT_BYTES,
-};
+use writerlock::handoff::{inspect, PAGE_BYTES, PAGE_IDENTITY, SLOTS};
 use writerlock::lockfiles::{lock_path, queue_path};
 use writerlock::{BusyKind, Strategy, Wait, WriterQueue};
 
@@ -402,54 +401,14 @@ fn the_driver_protocol_and_the_page_share_a_database() {
     }
 }
 
-/// The page as other builds of the library read it: the queue file's bytes,
-/// not this build's own view of them.
-struct PageBytes(Vec<u8>);
-
-impl PageBytes {
-    fn read(db: &Path) -> PageBytes {
-        let bytes = std::fs::read(queue_path(db)).expect("read the queue file");
-        assert!(bytes.len() >= PAGE_BYTES, "no page: {} bytes", bytes.len());
-        PageBytes(bytes)
-    }
-
-    fn field(name: &str) -> Field {
-        *FIELDS
-            .iter()
-            .find(|f| f.name == name)
-            .unwrap_or_else(|| panic!("no field {name}"))
-    }
-
-    fn u64_at(&self, at: usize) -> u64 {
-        u64::from_ne_bytes(self.0[at..at + 8].try_into().expect("8 bytes"))
-    }
-
-    fn header(&self, name: &str) -> u64 {
-        let f = Self::field(name);
-        assert!(!f.in_slot);
-        match f.size {
-            4 => u64::from(u32::from_ne_bytes(
-                self.0[f.offset..f.offset + 4].try_into().expect("4 bytes"),
-            )),
-            _ => self.u64_at(f.offset),
-        }
-    }
-
-    /// The slot index of the waiter `pid`, if it has one.
-    fn slot_of(&self, pid: libc::pid_t) -> Option<usize> {
-        let f = Self::field("pid");
-        (0..(PAGE_BYTES - HEADER_BYTES) / SLOT_BYTES).find(|i| {
-            let at = HEADER_BYTES + i * SLOT_BYTES + f.offset;
-            u32::from_ne_bytes(self.0[at..at + 4].try_into().expect("4 bytes")) == pid as u32
-        })
-    }
+/// Header field `name` of a page read from a queue file.
+fn header(page: &[u8], name: &str) -> u64 {
+    get(page, field(name), 0)
 }
 
-/// This boot's `/proc/sys/kernel/random/boot_id`, read here, as a number.
-fn this_boot() -> u128 {
-    let text = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").expect("boot_id");
-    let hex: String = text.chars().filter(char::is_ascii_hexdigit).collect();
-    u128::from_str_radix(&hex, 16).expect("a hexadecimal boot_id")
+/// The slot index of the waiter `pid` on a page, if it has one.
+fn slot_of(page: &[u8], pid: libc::pid_t) -> Option<usize> {
+    (0..SLOTS).find(|&i| get(page, field("pid"), i) == pid as u64)
 }
 
 /// The page a writer leaves in `<db>.writer-queue` is a protocol between
@@ -474,36 +433,38 @@ fn the_page_on_disk_follows_its_layout() {
             .take(BusyKind::Transaction, &wait_secs(5.0))
             .expect("the turn");
         let t1 = mono_us() as u64;
-        let held = PageBytes::read(&db.path);
+        let held = read_page(&db.path);
         let t2 = mono_us() as u64;
         queue.release().expect("release");
         let t3 = mono_us() as u64;
-        let left = PageBytes::read(&db.path);
+        let left = read_page(&db.path);
 
-        assert_eq!(held.u64_at(0), PAGE_IDENTITY, "the page's identity word");
-        let stored_boot = (u128::from(held.header("boot")) << 64)
-            | u128::from(held.u64_at(PageBytes::field("boot").offset + 8));
-        assert_eq!(stored_boot, boot, "the page's boot");
-        assert_eq!(held.header("holder_pid"), u64::from(std::process::id()));
-        let since = held.header("held_since_us");
+        assert_eq!(
+            header(&held, "identity"),
+            PAGE_IDENTITY,
+            "the page's identity word"
+        );
+        assert_eq!(get_boot(&held), boot, "the page's boot");
+        assert_eq!(header(&held, "holder_pid"), u64::from(std::process::id()));
+        let since = header(&held, "held_since_us");
         assert!(
             (t0..=t1).contains(&since),
             "held since {since}, taken in {t0}..{t1}"
         );
-        let slice = held.header("slice_until_us");
+        let slice = header(&held, "slice_until_us");
         assert!(
             (t0 + 2000..=t1 + 2000).contains(&slice),
             "slice until {slice}, taken in {t0}..{t1}"
         );
         assert_eq!(
-            left.header("holder_pid"),
+            header(&left, "holder_pid"),
             0,
             "a holder recorded after release"
         );
         if t3 - t0 >= 1500 {
             continue;
         }
-        let back = left.header("comeback_until_us");
+        let back = header(&left, "comeback_until_us");
         assert!(
             (t2 + 100..=t3 + 100).contains(&back),
             "come-back window until {back}, released in {t2}..{t3}"
@@ -537,7 +498,7 @@ fn a_waiter_holds_its_liveness_byte_while_it_waits() {
         });
         let until = Instant::now() + Duration::from_secs(10);
         let slot = loop {
-            if let Some(slot) = PageBytes::read(&db.path).slot_of(waiter) {
+            if let Some(slot) = slot_of(&read_page(&db.path), waiter) {
                 break slot;
             }
             assert!(Instant::now() < until, "the waiter never took a slot");
@@ -572,16 +533,6 @@ fn a_waiter_holds_its_liveness_byte_while_it_waits() {
     }
 }
 
-/// Writes `value` (native byte order, the field's size) into the page of
-/// `bytes` at header field `name`.
-fn set_header(bytes: &mut [u8], name: &str, value: u64) {
-    let f = PageBytes::field(name);
-    match f.size {
-        4 => bytes[f.offset..f.offset + 4].copy_from_slice(&(value as u32).to_ne_bytes()),
-        _ => bytes[f.offset..f.offset + 8].copy_from_slice(&value.to_ne_bytes()),
-    }
-}
-
 /// A page written in another boot (its `boot` differs from this machine's
 /// `boot_id`, even in one half only) has its times and holder cleared by the
 /// first writer that maps it, which then stamps this boot: times of another
@@ -595,18 +546,14 @@ fn a_page_from_another_boot_is_taken_over_with_its_times_cleared() {
         ("another high half", (high ^ 1, low)),
     ] {
         let db = Db::new();
-        let mut page = vec![0u8; PAGE_BYTES];
-        page[..8].copy_from_slice(&PAGE_IDENTITY.to_ne_bytes());
-        set_header(&mut page, "boot", other.0);
-        let low_at = PageBytes::field("boot").offset + 8;
-        page[low_at..low_at + 8].copy_from_slice(&other.1.to_ne_bytes());
+        let mut page = page_of_boot((u128::from(other.0) << 64) | u128::from(other.1));
         // A holder and a come-back window that, read on this boot's clock,
         // would still be running for an hour.
         let hour_ahead = mono_us() as u64 + 3_600_000_000;
-        set_header(&mut page, "holder_pid", 4_000_000);
-        set_header(&mut page, "held_since_us", 1);
-        set_header(&mut page, "comeback_until_us", hour_ahead);
-        set_header(&mut page, "slice_until_us", hour_ahead);
+        put(&mut page, field("holder_pid"), 0, 4_000_000);
+        put(&mut page, field("held_since_us"), 0, 1);
+        put(&mut page, field("comeback_until_us"), 0, hour_ahead);
+        put(&mut page, field("slice_until_us"), 0, hour_ahead);
         std::fs::write(queue_path(&db.path), &page).expect("write the page");
 
         // A writer that maps it but waits on someone else's turn (a raw
@@ -624,9 +571,8 @@ fn a_page_from_another_boot_is_taken_over_with_its_times_cleared() {
             busy.is_err(),
             "{what}: the turn while another held the lock"
         );
-        let seen = PageBytes::read(&db.path);
-        let stamped = (u128::from(seen.header("boot")) << 64) | u128::from(seen.u64_at(low_at));
-        assert_eq!(stamped, boot, "{what}: the boot stamped");
+        let seen = read_page(&db.path);
+        assert_eq!(get_boot(&seen), boot, "{what}: the boot stamped");
         for field in [
             "holder_pid",
             "held_since_us",
@@ -634,7 +580,7 @@ fn a_page_from_another_boot_is_taken_over_with_its_times_cleared() {
             "slice_until_us",
         ] {
             assert_eq!(
-                seen.header(field),
+                header(&seen, field),
                 0,
                 "{what}: {field} kept from another boot"
             );
@@ -649,8 +595,8 @@ fn a_page_from_another_boot_is_taken_over_with_its_times_cleared() {
 fn a_writer_mapping_the_page_leaves_the_holders_record() {
     let db = Db::new();
     let holder = page_holder(&db.path, Duration::from_millis(500));
-    let before = PageBytes::read(&db.path);
-    assert_eq!(before.header("holder_pid"), holder as u64);
+    let before = read_page(&db.path);
+    assert_eq!(header(&before, "holder_pid"), holder as u64);
     let queue = WriterQueue::with_strategy(&db.path, Strategy::Handoff);
     let busy = queue.take(
         BusyKind::Statement,
@@ -658,11 +604,11 @@ fn a_writer_mapping_the_page_leaves_the_holders_record() {
     );
     assert!(busy.is_err(), "the turn while another held it");
     let unchanged = |by: &str| {
-        let now = PageBytes::read(&db.path);
+        let now = read_page(&db.path);
         for field in ["holder_pid", "held_since_us", "slice_until_us"] {
             assert_eq!(
-                now.header(field),
-                before.header(field),
+                header(&now, field),
+                header(&before, field),
                 "{field} changed by {by}"
             );
         }
@@ -701,9 +647,9 @@ fn only_an_empty_or_page_sized_zero_file_gets_the_page() {
     let db = Db::new();
     std::fs::write(queue_path(&db.path), vec![0u8; PAGE_BYTES]).expect("write the queue file");
     assert_eq!(page_publish(&db.path, Duration::ZERO), 0);
-    let page = PageBytes::read(&db.path);
+    let page = read_page(&db.path);
     assert_eq!(
-        page.u64_at(0),
+        header(&page, "identity"),
         PAGE_IDENTITY,
         "a page-sized zero file got no page"
     );
@@ -760,7 +706,7 @@ fn the_page_records_the_holders_cpu() {
     assert_eq!(unsafe { libc::sched_setaffinity(0, size, &pinned) }, 0);
     let queue = WriterQueue::with_strategy(&db.path, Strategy::Handoff);
     let taken = queue.take(BusyKind::Transaction, &wait_secs(5.0));
-    let recorded = PageBytes::read(&db.path).header("holder_cpu");
+    let recorded = header(&read_page(&db.path), "holder_cpu");
     let _ = queue.release();
     unsafe { libc::sched_setaffinity(0, size, &before) };
     taken.expect("the turn");
@@ -779,9 +725,8 @@ fn a_page_aware_writer_yields_to_a_writer_that_can_only_poll() {
         if round % 2 == 1 {
             // A page that had four waiters once: free slots below its
             // high-water mark are no waiters.
-            let mut page = vec![0u8; PAGE_BYTES];
-            page[..8].copy_from_slice(&PAGE_IDENTITY.to_ne_bytes());
-            set_header(&mut page, "high_water", 4);
+            let mut page = page_of_boot(0);
+            put(&mut page, field("high_water"), 0, 4);
             std::fs::write(queue_path(&db.path), &page).expect("write the page");
         }
         let times = db.dir.path().join("times");
@@ -820,17 +765,6 @@ fn a_page_aware_writer_yields_to_a_writer_that_can_only_poll() {
     );
 }
 
-/// Writes `value` into slot `slot`'s field `name` of the page in `bytes`.
-fn set_slot(bytes: &mut [u8], slot: usize, name: &str, value: u64) {
-    let f = PageBytes::field(name);
-    assert!(f.in_slot);
-    let at = HEADER_BYTES + slot * SLOT_BYTES + f.offset;
-    match f.size {
-        4 => bytes[at..at + 4].copy_from_slice(&(value as u32).to_ne_bytes()),
-        _ => bytes[at..at + 8].copy_from_slice(&value.to_ne_bytes()),
-    }
-}
-
 /// `inspect` (what `writerlock status` shows) reads a page as written: the
 /// holder and how long it has held, every waiter with a ticket counted,
 /// those with a pid listed in ticket order with how long they have waited;
@@ -841,22 +775,18 @@ fn inspect_reads_the_page_as_status_tools_need() {
     let boot = this_boot();
     let page_of = |boot: u128| {
         let now = mono_us() as u64;
-        let mut page = vec![0u8; PAGE_BYTES];
-        page[..8].copy_from_slice(&PAGE_IDENTITY.to_ne_bytes());
-        set_header(&mut page, "boot", (boot >> 64) as u64);
-        let low_at = PageBytes::field("boot").offset + 8;
-        page[low_at..low_at + 8].copy_from_slice(&(boot as u64).to_ne_bytes());
-        set_header(&mut page, "holder_pid", 4242);
-        set_header(&mut page, "held_since_us", now - 1_000_000);
-        set_header(&mut page, "high_water", 8);
+        let mut page = page_of_boot(boot);
+        put(&mut page, field("holder_pid"), 0, 4242);
+        put(&mut page, field("held_since_us"), 0, now - 1_000_000);
+        put(&mut page, field("high_water"), 0, 8);
         for (slot, pid, ticket, since) in [
             (3, 111, 7, now - 2_000_000),
             (5, 222, 5, 0),
             (6, 0, 9, now - 500_000),
         ] {
-            set_slot(&mut page, slot, "pid", pid);
-            set_slot(&mut page, slot, "ticket", ticket);
-            set_slot(&mut page, slot, "since_us", since);
+            put(&mut page, field("pid"), slot, pid);
+            put(&mut page, field("ticket"), slot, ticket);
+            put(&mut page, field("since_us"), slot, since);
         }
         page
     };

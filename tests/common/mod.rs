@@ -8,6 +8,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rusqlite::Connection;
 
+pub mod page;
 mod probe;
 #[allow(unused_imports)]
 pub use probe::*;
