@@ -7,8 +7,8 @@
 # Too slow for make test (hundreds of mutants, each an incremental build and
 # seconds of real-process tests). It runs at low priority, one mutant at a
 # time (the fork tests of one binary run side by side, each in its own
-# process, through tests/mutants-runner.sh; about 8 s a caught mutant and
-# 17 s a missed one on 2 cores, without debug info), in a scratch copy of the tracked files (target/mutants-tree by
+# process, through tests/mutants-runner.sh: about 17 s a mutant on 2 cores),
+# in a scratch copy of the tracked files (target/mutants-tree by
 # default, kept between runs so every build is incremental); the tree you
 # work in is never modified. Reports land in mutants.out/<module>/mutants.out/
 # (caught.txt, missed.txt, timeout.txt, unviable.txt).
@@ -75,12 +75,13 @@ sqlite_targets=(--cargo-arg=--lib --cargo-arg=--test=queue --cargo-arg=--test=ha
     --cargo-arg=--test=lock_files --cargo-arg=--test=turn_slices --cargo-arg=--test=wait_policy)
 sqlite_tests=(-- --skip forty_eight_transactions --skip hot_loop --skip a_stopped_head_waiter
     --skip held_locks_are_seen_while_other_locks_change)
-# The SQLite binaries whose single-threaded harness the runner splits.
+# The SQLite binaries whose single-threaded harness the runner splits. Never
+# pg_faults: its restarts, freezes and firewall rules must run one at a time.
 export MUTANTS_SPLIT="queue handoff faults exclusion lock_files turn_slices"
 host="$(rustc -vV | sed -n 's/^host: //p')"
 host="${host^^}"
 export "CARGO_TARGET_${host//-/_}_RUNNER=$root/tests/mutants-runner.sh"
-# No debug info: a mutant's build is mostly linking eight test binaries.
+# No debug info: a mutant's build is mostly linking the test binaries.
 export CARGO_PROFILE_DEV_DEBUG=0
 pg_targets=(--cargo-arg=--lib --cargo-arg=--test=pg_writer --cargo-arg=--test=pg_wire
     --cargo-arg=--test=pg_guarantees)
