@@ -247,6 +247,22 @@ pub enum Error {
         connection_database: PathBuf,
     },
 
+    /// The connection's open main database file is no longer the file at its
+    /// path: a restore or a deploy renamed another file over it, or it was
+    /// removed. Its writes would go to the orphaned file, which nobody reads
+    /// any more, so nothing was run.
+    #[error(
+        "the database file {} was replaced or removed after this connection opened it (a \
+         restore or deploy that renamed another file over it?): this connection still has the \
+         old file open, and its writes would be lost there, so nothing was run; close this \
+         connection and open the database again",
+        .path.display()
+    )]
+    DatabaseReplaced {
+        /// The database's path, as the connection names it.
+        path: PathBuf,
+    },
+
     /// An argument from the caller was unusable (the C and script bindings
     /// report bad input through this).
     #[error("invalid argument {name}: {reason}")]

@@ -33,5 +33,5 @@ pub mod wait;
 
 pub use error::{Busy, BusyKind, Error, LockFileProblem, Result, SqliteFailure};
 pub use queue::WriterQueue;
-pub use sqlite::{RawSqlite, SqliteSession};
+pub use sqlite::{RawSqlite, SqliteHandle, SqliteSession};
 pub use wait::{Interrupt, Strategy, Wait};

@@ -136,7 +136,7 @@ fn unregister(fd: i32) {
 /// The calling process's id, from a cache the fork handler resets in a child
 /// (the handler is registered before the first answer, so no fork can leave
 /// a child with its parent's id).
-pub(crate) fn current_pid() -> u32 {
+pub fn current_pid() -> u32 {
     let pid = PID.load(Ordering::Acquire);
     if pid != 0 {
         return pid;

@@ -216,10 +216,11 @@ impl WriterQueue {
 
     /// Checks that `conn`'s main database is the file this queue serves
     /// (by device and inode), refusing with [`Error::WrongDatabase`]
-    /// otherwise. `begin` and `execute` check at each turn's start; the
-    /// answer is kept per connection file name, so a repeated check costs
-    /// one call into the connection. A connection that cannot tell its file
-    /// passes.
+    /// otherwise, and refusing with [`Error::DatabaseReplaced`] a connection
+    /// whose open file is no longer the file at its path (renamed over or
+    /// removed). `begin` and `execute` check at each turn's start; the
+    /// answer of the first check is kept per connection file name. A
+    /// connection that cannot tell its file passes.
     pub fn check_connection<S: SqliteSession + ?Sized>(&self, conn: &S) -> Result<()> {
         let file = match conn.main_database_file() {
             Ok(Some(file)) => file,
@@ -231,6 +232,9 @@ impl WriterQueue {
                 })
             }
         };
+        if conn.has_moved() == Some(true) {
+            return Err(Error::DatabaseReplaced { path: file });
+        }
         if self.state().checked_file.as_deref() == Some(file.as_path()) {
             return Ok(());
         }
@@ -561,9 +565,20 @@ impl WriterQueue {
             statement: "the statement",
             failure,
         })?;
+        let wrap = conn.implicit_transactions();
         let result = self.run_queued(wait, |left| {
             conn.set_busy_timeout(left)?;
-            conn.exec(sql)
+            if !wrap {
+                return conn.exec(sql);
+            }
+            // The host would open a (deferred) transaction of its own and leave it open:
+            // the statement gets the queue's own instead, ended before the turn is.
+            conn.exec("BEGIN IMMEDIATE")?;
+            let done = conn.exec(sql).and_then(|()| conn.exec("COMMIT"));
+            if done.is_err() && conn.in_transaction() != Some(false) {
+                let _ = conn.exec("ROLLBACK");
+            }
+            done
         });
         restore_timeout(conn, caller_timeout);
         result

@@ -49,6 +49,22 @@ pub trait SqliteSession {
     fn busy_timeout(&self) -> Result<Option<Duration>, SqliteFailure> {
         Ok(None)
     }
+
+    /// Whether the connection's open main database file is no longer the
+    /// file at its path (renamed over, or removed), as SQLite's
+    /// `SQLITE_FCNTL_HAS_MOVED` tells; `None` when the host cannot tell.
+    fn has_moved(&self) -> Option<bool> {
+        None
+    }
+
+    /// Whether the host opens a transaction of its own before a write run
+    /// outside one (Python's `sqlite3` in its default mode, where
+    /// `isolation_level` is not `None`). The queue then runs a queued
+    /// statement inside its own `BEGIN IMMEDIATE` … `COMMIT`, so the host
+    /// opens none and nothing is left uncommitted when the turn ends.
+    fn implicit_transactions(&self) -> bool {
+        false
+    }
 }
 
 /// Decides from its first keyword whether a statement only reads: `SELECT`,
@@ -92,7 +108,19 @@ fn clamp_millis(timeout: Duration) -> i32 {
 
 impl SqliteSession for rusqlite::Connection {
     fn exec(&self, sql: &str) -> Result<(), SqliteFailure> {
+        if own_statement(sql).is_some() {
+            // The queue's own statements stay prepared in the connection's cache.
+            return self
+                .prepare_cached(sql)
+                .and_then(|mut statement| statement.execute([]).map(|_| ()))
+                .map_err(failure_from_rusqlite);
+        }
         self.execute_batch(sql).map_err(failure_from_rusqlite)
+    }
+
+    fn has_moved(&self) -> Option<bool> {
+        // SAFETY: the handle stays valid while `self` is borrowed.
+        unsafe { RawSqlite::from_handle(self.handle()) }.and_then(|raw| raw.has_moved())
     }
 
     fn set_busy_timeout(&self, timeout: Duration) -> Result<(), SqliteFailure> {
@@ -273,6 +301,21 @@ impl SqliteSession for RawSqlite {
         Ok(Some(PathBuf::from(OsStr::from_bytes(bytes))))
     }
 
+    fn has_moved(&self) -> Option<bool> {
+        let mut moved: libc::c_int = 0;
+        // SAFETY: valid handle; the opcode writes one int through the pointer.
+        let rc = unsafe {
+            ffi::sqlite3_file_control(
+                self.db,
+                c"main".as_ptr(),
+                ffi::SQLITE_FCNTL_HAS_MOVED,
+                (&mut moved as *mut libc::c_int).cast(),
+            )
+        };
+        // In-memory databases answer SQLITE_NOTFOUND: nothing to move.
+        (rc == ffi::SQLITE_OK).then_some(moved != 0)
+    }
+
     fn busy_timeout(&self) -> Result<Option<Duration>, SqliteFailure> {
         let mut stmt: *mut ffi::sqlite3_stmt = std::ptr::null_mut();
         // SAFETY: valid handle and a static statement; finalized below.
@@ -302,6 +345,295 @@ impl SqliteSession for RawSqlite {
         };
         unsafe { ffi::sqlite3_finalize(stmt) };
         result
+    }
+}
+
+/// Whether the shared object at `path`, already loaded into this process (a
+/// host's SQLite module: Python's `_sqlite3`, PHP's `sqlite3.so`), calls the
+/// same `libsqlite3` this crate does rather than a copy of SQLite linked
+/// into it. Only then may a connection handle from that module be driven
+/// here: a handle of one copy of SQLite passed to another is undefined
+/// behaviour. False for anything that cannot be checked.
+pub fn shares_this_sqlite(path: &std::path::Path) -> bool {
+    let Ok(name) = CString::new(path.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: RTLD_NOLOAD only looks the object up (it loads nothing, runs
+    // no constructor) and the reference it takes is dropped below.
+    unsafe {
+        let module = libc::dlopen(name.as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD);
+        if module.is_null() {
+            return false;
+        }
+        // Searched in the module, then in its dependencies in load order: a
+        // module linking the system library finds that library's symbol.
+        let theirs = libc::dlsym(module, c"sqlite3_libversion".as_ptr());
+        libc::dlclose(module);
+        let ours = ffi::sqlite3_libversion as *const libc::c_void;
+        !theirs.is_null() && std::ptr::eq(theirs.cast_const(), ours)
+    }
+}
+
+/// The statements the queue itself runs on a connection, in [`SqliteHandle`]'s slot order.
+const OWN_STATEMENTS: [&CStr; 4] = [
+    c"BEGIN IMMEDIATE",
+    c"COMMIT",
+    c"ROLLBACK",
+    c"PRAGMA busy_timeout",
+];
+
+/// The slot of one of the queue's own statements, `None` for any other SQL.
+fn own_statement(sql: &str) -> Option<usize> {
+    OWN_STATEMENTS
+        .iter()
+        .position(|own| own.to_bytes() == sql.as_bytes())
+}
+
+/// One prepared statement, used by one thread at a time.
+struct Slot(std::sync::Mutex<*mut ffi::sqlite3_stmt>);
+
+/// A host connection's own `sqlite3*` with the queue's statements
+/// (`BEGIN IMMEDIATE`, `COMMIT`, `ROLLBACK`, `PRAGMA busy_timeout`) prepared
+/// once, at their first use, and finalized when the handle is dropped.
+///
+/// This is how a host whose connection object hides its handle behind a
+/// statement layer of its own (Python's `sqlite3`) is driven without going
+/// through that layer: each turn then costs no parsing and no host-level
+/// call. Every other method is [`RawSqlite`]'s.
+///
+/// Prepared statements keep a connection closed with `sqlite3_close_v2()`
+/// allocated (a "zombie") until they are finalized, so the handle's address
+/// is never reused by another connection while this value lives; a host
+/// whose close is `sqlite3_close()` (which refuses to close with statements
+/// outstanding) must not keep one across its caller's calls.
+pub struct SqliteHandle {
+    raw: RawSqlite,
+    slots: [Slot; 4],
+    /// The descriptor SQLite holds on the main database file, once found
+    /// ([`SqliteHandle::open_descriptor`]): `UNKNOWN` before, `UNUSABLE` when
+    /// it cannot be found safely.
+    open_fd: std::sync::atomic::AtomicI32,
+}
+
+/// [`SqliteHandle::open_fd`] before the first look.
+const UNKNOWN: i32 = -1;
+/// [`SqliteHandle::open_fd`] when SQLite's descriptor cannot be found safely.
+const UNUSABLE: i32 = -2;
+
+// SAFETY: the connection is used as the host uses it (SQLite's serialized
+// threading mode, which the system library and every host here use), and
+// each prepared statement is stepped by one thread at a time under its
+// slot's mutex.
+unsafe impl Send for SqliteHandle {}
+// SAFETY: as for Send: shared use goes through the slots' mutexes.
+unsafe impl Sync for SqliteHandle {}
+
+impl std::fmt::Debug for SqliteHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteHandle")
+            .field("db", &self.raw.db)
+            .finish()
+    }
+}
+
+impl SqliteHandle {
+    /// Wraps a connection handle; `None` for a null pointer.
+    ///
+    /// # Safety
+    /// `db` must be an open connection of this process's `libsqlite3`, and
+    /// must not be closed with `sqlite3_close()` while this value lives (a
+    /// `sqlite3_close_v2()` is fine: it waits for the statements).
+    pub unsafe fn new(db: *mut ffi::sqlite3) -> Option<SqliteHandle> {
+        let raw = RawSqlite::from_handle(db)?;
+        Some(SqliteHandle {
+            raw,
+            slots: std::array::from_fn(|_| Slot(std::sync::Mutex::new(std::ptr::null_mut()))),
+            open_fd: std::sync::atomic::AtomicI32::new(UNKNOWN),
+        })
+    }
+
+    /// The descriptor SQLite's unix VFS holds on the main database file, so that a turn can
+    /// tell a replaced file with one `fstat()` instead of a `stat()` of the path.
+    ///
+    /// Found once: `SQLITE_FCNTL_FILE_POINTER` gives the open file, which for SQLite's unix
+    /// VFSes (every one named `unix…`, the system library's default) starts with its method
+    /// table, its VFS and its inode record, then the descriptor; that layout is used only when
+    /// the file's VFS pointer is the connection's (`SQLITE_FCNTL_VFS_POINTER`) and the
+    /// descriptor is the file at the path (device and inode). `None` otherwise.
+    fn open_descriptor(&self) -> Option<i32> {
+        use std::sync::atomic::Ordering;
+        match self.open_fd.load(Ordering::Acquire) {
+            UNKNOWN => {}
+            UNUSABLE => return None,
+            fd => return Some(fd),
+        }
+        let found = self.find_descriptor();
+        self.open_fd
+            .store(found.unwrap_or(UNUSABLE), Ordering::Release);
+        found
+    }
+
+    fn find_descriptor(&self) -> Option<i32> {
+        use std::os::unix::fs::MetadataExt;
+        let mut file: *mut ffi::sqlite3_file = std::ptr::null_mut();
+        let mut vfs: *mut ffi::sqlite3_vfs = std::ptr::null_mut();
+        // SAFETY: valid handle; each opcode writes one pointer through the argument.
+        unsafe {
+            if ffi::sqlite3_file_control(
+                self.raw.db,
+                c"main".as_ptr(),
+                ffi::SQLITE_FCNTL_FILE_POINTER,
+                (&mut file as *mut *mut ffi::sqlite3_file).cast(),
+            ) != ffi::SQLITE_OK
+                || ffi::sqlite3_file_control(
+                    self.raw.db,
+                    c"main".as_ptr(),
+                    ffi::SQLITE_FCNTL_VFS_POINTER,
+                    (&mut vfs as *mut *mut ffi::sqlite3_vfs).cast(),
+                ) != ffi::SQLITE_OK
+            {
+                return None;
+            }
+            if file.is_null() || vfs.is_null() || (*file).pMethods.is_null() {
+                return None;
+            }
+            let name = (*vfs).zName;
+            if name.is_null() || !CStr::from_ptr(name).to_bytes().starts_with(b"unix") {
+                return None;
+            }
+            // unixFile: pMethod, pVfs, pInode, then `int h`.
+            let words = file.cast::<*const libc::c_void>();
+            if words.add(1).read() != vfs.cast_const().cast() {
+                return None;
+            }
+            let fd = words.add(3).cast::<libc::c_int>().read();
+            if fd < 0 {
+                return None;
+            }
+            let mut st: libc::stat = std::mem::zeroed();
+            if libc::fstat(fd, &mut st) != 0 {
+                return None;
+            }
+            let path = self.raw.main_database_file().ok()??;
+            let at_path = std::fs::metadata(&path).ok()?;
+            (at_path.dev() == st.st_dev && at_path.ino() == st.st_ino).then_some(fd)
+        }
+    }
+
+    /// The wrapped handle.
+    pub fn handle(&self) -> *mut ffi::sqlite3 {
+        self.raw.db
+    }
+
+    /// Whether `sql` is one of the statements the queue itself runs
+    /// (`BEGIN IMMEDIATE`, `COMMIT`, `ROLLBACK`, `PRAGMA busy_timeout`),
+    /// which this handle keeps prepared.
+    pub fn is_own_statement(sql: &str) -> bool {
+        own_statement(sql).is_some()
+    }
+
+    /// Steps the statement of `slot`, preparing it first if needed, and
+    /// hands its first row (if any) to `row`; the statement is reset after.
+    fn step<T>(
+        &self,
+        slot: usize,
+        row: impl FnOnce(*mut ffi::sqlite3_stmt) -> T,
+    ) -> Result<Option<T>, SqliteFailure> {
+        let mut stmt = self.slots[slot].0.lock().unwrap_or_else(|p| p.into_inner());
+        if stmt.is_null() {
+            let mut prepared: *mut ffi::sqlite3_stmt = std::ptr::null_mut();
+            // SAFETY: valid handle and a static statement; the result is
+            // finalized in Drop.
+            let rc = unsafe {
+                ffi::sqlite3_prepare_v2(
+                    self.raw.db,
+                    OWN_STATEMENTS[slot].as_ptr(),
+                    -1,
+                    &mut prepared,
+                    std::ptr::null_mut(),
+                )
+            };
+            if rc != ffi::SQLITE_OK || prepared.is_null() {
+                let failure = self.raw.failure(rc);
+                if !prepared.is_null() {
+                    unsafe { ffi::sqlite3_finalize(prepared) };
+                }
+                return Err(failure);
+            }
+            *stmt = prepared;
+        }
+        // SAFETY: the statement was prepared on this handle and is used
+        // under its slot's mutex.
+        let rc = unsafe { ffi::sqlite3_step(*stmt) };
+        let result = match rc {
+            ffi::SQLITE_ROW => Ok(Some(row(*stmt))),
+            ffi::SQLITE_DONE => Ok(None),
+            rc => Err(self.raw.failure(rc)),
+        };
+        unsafe { ffi::sqlite3_reset(*stmt) };
+        result
+    }
+}
+
+impl Drop for SqliteHandle {
+    fn drop(&mut self) {
+        for slot in &self.slots {
+            let stmt = slot.0.lock().unwrap_or_else(|p| p.into_inner());
+            if !stmt.is_null() {
+                // SAFETY: prepared here and no longer in use.
+                unsafe { ffi::sqlite3_finalize(*stmt) };
+            }
+        }
+    }
+}
+
+impl SqliteSession for SqliteHandle {
+    fn exec(&self, sql: &str) -> Result<(), SqliteFailure> {
+        match own_statement(sql) {
+            Some(slot) => self.step(slot, |_| ()).map(|_| ()),
+            None => self.raw.exec(sql),
+        }
+    }
+
+    fn set_busy_timeout(&self, timeout: Duration) -> Result<(), SqliteFailure> {
+        self.raw.set_busy_timeout(timeout)
+    }
+
+    fn in_transaction(&self) -> Option<bool> {
+        self.raw.in_transaction()
+    }
+
+    fn is_read_only(&self, sql: &str) -> Option<bool> {
+        self.raw.is_read_only(sql)
+    }
+
+    fn main_database_file(&self) -> Result<Option<PathBuf>, SqliteFailure> {
+        self.raw.main_database_file()
+    }
+
+    fn busy_timeout(&self) -> Result<Option<Duration>, SqliteFailure> {
+        // SAFETY (in the closure): the row of PRAGMA busy_timeout has one column.
+        let ms = self.step(3, |stmt| unsafe { ffi::sqlite3_column_int64(stmt, 0) })?;
+        Ok(ms.map(|ms| Duration::from_millis(ms.max(0) as u64)))
+    }
+
+    fn has_moved(&self) -> Option<bool> {
+        // A file renamed over, or removed, has no link left: one fstat() of SQLite's own
+        // descriptor tells, where it is known; otherwise SQLite compares the path.
+        if let Some(fd) = self.open_descriptor() {
+            // SAFETY: zeroed stat is a valid out-argument; the descriptor is SQLite's, open
+            // while the connection is.
+            let mut st: libc::stat = unsafe { std::mem::zeroed() };
+            if unsafe { libc::fstat(fd, &mut st) } == 0 {
+                if st.st_nlink == 0 {
+                    return Some(true);
+                }
+                // Still linked. (A file with a second hard link elsewhere keeps one when it
+                // is renamed over: that case goes unnoticed.)
+                return Some(false);
+            }
+        }
+        self.raw.has_moved()
     }
 }
 

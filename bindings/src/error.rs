@@ -54,7 +54,9 @@ pub enum wl_result {
     /// The connection's main database is not the file the queue serves (a
     /// typo, or a relative path resolved elsewhere): its writers would not
     /// exclude the others, so nothing was run. The message names both files;
-    /// make the queue with `wl_queue_for_connection`.
+    /// make the queue with `wl_queue_for_connection`. Also a connection whose
+    /// open database file was replaced or removed (a restore by rename):
+    /// reopen the connection.
     WL_WRONG_DATABASE = 9,
     /// No Postgres session could be opened (an unreachable server, a refused
     /// login, an address that cannot be read). The message never contains
@@ -222,7 +224,7 @@ impl From<writerlock::Error> for wl_error {
             | E::Flock { .. } => wl_result::WL_IO,
             E::AlreadyHolding | E::NotHolding | E::InTransaction => wl_result::WL_STATE,
             E::InvalidArgument { .. } => wl_result::WL_INVALID_ARGUMENT,
-            E::WrongDatabase { .. } => wl_result::WL_WRONG_DATABASE,
+            E::WrongDatabase { .. } | E::DatabaseReplaced { .. } => wl_result::WL_WRONG_DATABASE,
             E::Interrupted { .. } => wl_result::WL_INTERRUPTED,
         };
         let mut out = wl_error::new(code, err.to_string());

@@ -129,10 +129,48 @@ fn rewrap(py: Python<'_>, message: &str, original: PyErr) -> PyErr {
     }
 }
 
+/// The exception Python's `sqlite3` raises for `failure`, as it would had it run the
+/// statement itself (its class by SQLite's primary code, `sqlite_errorcode` and
+/// `sqlite_errorname` set): the cause chained to an error of a statement the queue ran
+/// directly on the connection's handle.
+pub fn sqlite3_error_of(py: Python<'_>, failure: &SqliteFailure) -> Option<PyErr> {
+    let class = match failure.primary_code() {
+        2 | 12 => "InternalError",
+        7 => {
+            return Some(pyo3::exceptions::PyMemoryError::new_err(
+                failure.message.clone(),
+            ))
+        }
+        1 | 3 | 4 | 5 | 6 | 8 | 9 | 10 | 13 | 14 | 15 | 16 | 17 => "OperationalError",
+        18 => "DataError",
+        19 | 20 => "IntegrityError",
+        21 | 25 => "InterfaceError",
+        _ => "DatabaseError",
+    };
+    let built = py
+        .import("sqlite3")
+        .and_then(|m| m.getattr(class))
+        .and_then(|class| class.call1((failure.message.as_str(),)))
+        .and_then(|value| {
+            value.setattr("sqlite_errorcode", failure.code)?;
+            value.setattr("sqlite_errorname", sqlite_code_name(failure.code))?;
+            Ok(value)
+        });
+    built.ok().map(PyErr::from_value)
+}
+
 /// Turns an error of the SQLite queue into its Python exception. `original` is the exception
 /// Python's `sqlite3` raised during the call, if any (chained as `__cause__`).
 pub fn queue_error(py: Python<'_>, err: WlError, original: Option<PyErr>) -> PyErr {
     let message = err.to_string();
+    // A statement run on the connection's own handle raised nothing in Python: its cause is
+    // the exception sqlite3 would have raised.
+    let original = original.or_else(|| match &err {
+        WlError::NotStarted { failure } | WlError::Sqlite { failure, .. } => {
+            sqlite3_error_of(py, failure)
+        }
+        _ => None,
+    });
     match err {
         WlError::Busy(busy) => {
             let err = Busy::new_err((
@@ -186,6 +224,10 @@ pub fn queue_error(py: Python<'_>, err: WlError, original: Option<PyErr>) -> PyE
             queue_database.to_string_lossy().into_owned(),
             connection_database.to_string_lossy().into_owned(),
         )),
+        WlError::DatabaseReplaced { path } => {
+            let path = path.to_string_lossy().into_owned();
+            WrongDatabase::new_err((message, path.clone(), path))
+        }
         WlError::InvalidArgument { .. } => PyValueError::new_err(message),
         WlError::Interrupted { .. } => OperationalError::new_err(message),
         WlError::UnsafeLockFile { .. } => OperationalError::new_err(message),

@@ -1,11 +1,18 @@
 //! `WriterQueue`: the SQLite write queue for Python `sqlite3.Connection` objects.
 //!
 //! The core drives the connection through [`SqliteSession`], implemented here by
-//! [`PySession`]: each method re-attaches to the interpreter and calls the connection
-//! (`conn.execute(sql)`, `PRAGMA busy_timeout`, `PRAGMA database_list`,
-//! `conn.in_transaction`). The core's `begin`, `commit`, `rollback`, `execute` and `take` run
-//! inside `Python::detach`, so the interpreter is free while a writer waits for its turn, and
-//! every wait runs Python's signal handlers (see [`Signals`]) so Ctrl-C ends it.
+//! [`PySession`]. Where Python's `sqlite3` module uses this process's own `libsqlite3` (checked
+//! once, see [`connection_handle_offset`]), the session drives the connection's own `sqlite3*`
+//! through SQLite's C API ([`SqliteHandle`], its statements prepared once per connection):
+//! the queue's `BEGIN IMMEDIATE`, `COMMIT`, `ROLLBACK` and busy-timeout calls never pass
+//! through `conn.execute()` (so a `Connection` subclass that overrides it never sees them) and
+//! cost no host-level statement. Otherwise each method re-attaches to the interpreter and
+//! calls the connection (`conn.execute(sql)`, `PRAGMA busy_timeout`, `PRAGMA database_list`,
+//! `conn.in_transaction`). A queued statement with its parameters always runs through
+//! `conn.execute()`, as the caller wrote it. The core's `begin`, `commit`, `rollback`,
+//! `execute` and `take` run inside `Python::detach`, so the interpreter is free while a writer
+//! waits for its turn, and every wait runs Python's signal handlers (see [`Signals`]) so
+//! Ctrl-C ends it.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -16,9 +23,13 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyTuple, PyType};
 
+use libsqlite3_sys as ffi;
+use pyo3::sync::PyOnceLock;
+use writerlock::sqlite::shares_this_sqlite;
 use writerlock::wait::Interrupt;
 use writerlock::{
-    BusyKind, Error as WlError, SqliteFailure, SqliteSession, Strategy, Wait, WriterQueue,
+    BusyKind, Error as WlError, SqliteFailure, SqliteHandle, SqliteSession, Strategy, Wait,
+    WriterQueue,
 };
 
 use crate::errors::{failure_of, queue_error, NotAutocommit, ProgrammingError};
@@ -68,18 +79,38 @@ impl Signals {
     }
 }
 
+/// Python's main thread (`threading.main_thread().ident`) in the process that asked last.
+static MAIN_THREAD: Mutex<Option<(u32, u64)>> = Mutex::new(None);
+
 /// Whether the calling thread is Python's main thread (`threading.main_thread()`).
+///
+/// Asked at every wait, so the answer is kept per process: `threading.get_ident()` is
+/// `pthread_self()`, compared with the main thread's ident read once (again after a fork,
+/// whose child's main thread is the one that forked).
 fn on_main_thread(py: Python<'_>) -> bool {
-    let check = || -> PyResult<bool> {
-        let threading = py.import(intern!(py, "threading"))?;
-        let me = threading.call_method0(intern!(py, "get_ident"))?;
-        let main = threading
+    let pid = writerlock::lockfiles::current_pid();
+    // SAFETY: pthread_self() has no preconditions.
+    let me = unsafe { libc::pthread_self() } as u64;
+    let mut known = MAIN_THREAD.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((known_pid, main)) = *known {
+        if known_pid == pid {
+            return me == main;
+        }
+    }
+    let main = || -> PyResult<u64> {
+        py.import(intern!(py, "threading"))?
             .call_method0(intern!(py, "main_thread"))?
-            .getattr(intern!(py, "ident"))?;
-        me.eq(main)
+            .getattr(intern!(py, "ident"))?
+            .extract::<u64>()
     };
-    // If Python cannot tell, checking costs a little and never misses a signal.
-    check().unwrap_or(true)
+    match main() {
+        Ok(main) => {
+            *known = Some((pid, main));
+            me == main
+        }
+        // If Python cannot tell, checking costs a little and never misses a signal.
+        Err(_) => true,
+    }
 }
 
 /// A Python `sqlite3.Connection` seen by the core queue.
@@ -89,6 +120,10 @@ fn on_main_thread(py: Python<'_>) -> bool {
 /// exception Python raised last and the cursor of the last statement are kept for the caller.
 pub struct PySession {
     conn: Py<PyAny>,
+    /// The connection's own handle, where it can be driven directly.
+    handle: Option<Arc<SqliteHandle>>,
+    /// Whether sqlite3 would open a transaction of its own before a write ([`Mode::Implicit`]).
+    implicit: bool,
     params: Option<Py<PyAny>>,
     error: Mutex<Option<PyErr>>,
     cursor: Mutex<Option<Py<PyAny>>>,
@@ -101,11 +136,20 @@ impl PySession {
     pub fn new(conn: &Bound<'_, PyAny>, params: Option<&Bound<'_, PyAny>>) -> PySession {
         PySession {
             conn: conn.clone().unbind(),
+            handle: None,
+            implicit: false,
             params: params.map(|p| p.clone().unbind()),
             error: Mutex::new(None),
             cursor: Mutex::new(None),
             signals: Signals::default(),
         }
+    }
+
+    /// The same session driving the connection's own `sqlite3*` where `handle` is given.
+    fn direct(mut self, handle: Option<Arc<SqliteHandle>>, mode: Mode) -> PySession {
+        self.handle = handle;
+        self.implicit = mode == Mode::Implicit;
+        self
     }
 
     /// `wait`, ended early by a Python signal handler that raises.
@@ -119,10 +163,7 @@ impl PySession {
         py: Python<'py>,
         sql: &str,
     ) -> Result<Option<Bound<'py, PyAny>>, SqliteFailure> {
-        let found = self
-            .conn
-            .bind(py)
-            .call_method1(intern!(py, "execute"), (sql,))
+        let found = base_execute(self.conn.bind(py), sql, None)
             .and_then(|cursor| cursor.call_method0(intern!(py, "fetchone")));
         match found {
             Ok(row) if row.is_none() => Ok(None),
@@ -159,12 +200,18 @@ impl PySession {
 
 impl SqliteSession for PySession {
     fn exec(&self, sql: &str) -> Result<(), SqliteFailure> {
+        if let Some(handle) = &self.handle {
+            // The queue's own statements (and anything without parameters that it runs)
+            // go straight to SQLite; a queued statement keeps Python's binding.
+            if self.params.is_none() || SqliteHandle::is_own_statement(sql) {
+                return handle.exec(sql);
+            }
+        }
         Python::attach(|py| {
             let conn = self.conn.bind(py);
-            let execute = intern!(py, "execute");
             let result = match &self.params {
-                Some(params) => conn.call_method1(execute, (sql, params.bind(py))),
-                None => conn.call_method1(execute, (sql,)),
+                Some(params) => base_execute(conn, sql, Some(params.bind(py))),
+                None => base_execute(conn, sql, None),
             };
             match result {
                 Ok(cursor) => {
@@ -177,14 +224,13 @@ impl SqliteSession for PySession {
     }
 
     fn set_busy_timeout(&self, timeout: Duration) -> Result<(), SqliteFailure> {
+        if let Some(handle) = &self.handle {
+            return handle.set_busy_timeout(timeout);
+        }
         let millis = timeout.as_millis().min(i32::MAX as u128);
         Python::attach(|py| {
             let sql = format!("PRAGMA busy_timeout = {millis}");
-            match self
-                .conn
-                .bind(py)
-                .call_method1(intern!(py, "execute"), (sql,))
-            {
+            match base_execute(self.conn.bind(py), &sql, None) {
                 Ok(_) => Ok(()),
                 Err(err) => Err(self.remember(py, err)),
             }
@@ -192,6 +238,9 @@ impl SqliteSession for PySession {
     }
 
     fn in_transaction(&self) -> Option<bool> {
+        if let Some(handle) = &self.handle {
+            return handle.in_transaction();
+        }
         Python::attach(|py| {
             self.conn
                 .bind(py)
@@ -202,13 +251,13 @@ impl SqliteSession for PySession {
     }
 
     fn main_database_file(&self) -> Result<Option<PathBuf>, SqliteFailure> {
+        if let Some(handle) = &self.handle {
+            return handle.main_database_file();
+        }
         Python::attach(|py| {
             // Python's sqlite3 has no accessor for sqlite3_db_filename(); this PRAGMA gives
             // the same text: (seq, name, file), "main" first, "" in memory.
-            let cursor = self
-                .conn
-                .bind(py)
-                .call_method1(intern!(py, "execute"), ("PRAGMA database_list",))
+            let cursor = base_execute(self.conn.bind(py), "PRAGMA database_list", None)
                 .map_err(|err| self.remember(py, err))?;
             let rows = cursor
                 .call_method0(intern!(py, "fetchall"))
@@ -227,6 +276,9 @@ impl SqliteSession for PySession {
     }
 
     fn busy_timeout(&self) -> Result<Option<Duration>, SqliteFailure> {
+        if let Some(handle) = &self.handle {
+            return handle.busy_timeout();
+        }
         Python::attach(|py| {
             let row = self.first_row(py, "PRAGMA busy_timeout")?;
             Ok(row
@@ -235,15 +287,144 @@ impl SqliteSession for PySession {
                 .map(|ms| Duration::from_millis(ms.max(0) as u64)))
         })
     }
+
+    fn has_moved(&self) -> Option<bool> {
+        self.handle.as_ref().and_then(|handle| handle.has_moved())
+    }
+
+    fn implicit_transactions(&self) -> bool {
+        self.implicit
+    }
+}
+
+/// What this process's Python `sqlite3` module offers the queue, found once.
+struct Host {
+    /// `sqlite3.Connection`.
+    connection_type: Py<PyAny>,
+    /// Python 3.12 and later: connections have `autocommit`.
+    has_autocommit: bool,
+    /// Where a `sqlite3.Connection` keeps its `sqlite3*` (see [`connection_handle_offset`]).
+    handle_offset: Option<usize>,
+}
+
+static HOST: PyOnceLock<Host> = PyOnceLock::new();
+
+fn host(py: Python<'_>) -> PyResult<&Host> {
+    HOST.get_or_try_init(py, || {
+        let sqlite3 = py.import(intern!(py, "sqlite3"))?;
+        let version: (u32, u32) = py
+            .import(intern!(py, "sys"))?
+            .getattr(intern!(py, "version_info"))?
+            .get_item(0)?
+            .extract::<u32>()
+            .and_then(|major| {
+                let minor = py
+                    .import(intern!(py, "sys"))?
+                    .getattr(intern!(py, "version_info"))?
+                    .get_item(1)?
+                    .extract::<u32>()?;
+                Ok((major, minor))
+            })?;
+        Ok(Host {
+            connection_type: sqlite3.getattr(intern!(py, "Connection"))?.unbind(),
+            has_autocommit: version >= (3, 12),
+            handle_offset: connection_handle_offset(py, version),
+        })
+    })
+}
+
+/// Where a `sqlite3.Connection` object keeps its `sqlite3*`, when the queue may drive it.
+///
+/// In every CPython from 3.9 to 3.14 the connection's C struct starts with the object
+/// header and then `sqlite3 *db` (NULL once closed), so the handle sits at
+/// `object.__basicsize__` (which also covers builds with a larger header). That is used only
+/// when the version is one of those and Python's `_sqlite3` module calls this process's own
+/// `libsqlite3` ([`shares_this_sqlite`]); otherwise the queue drives the connection through
+/// `conn.execute()` as before and says so once with a `RuntimeWarning`.
+fn connection_handle_offset(py: Python<'_>, version: (u32, u32)) -> Option<usize> {
+    let found = || -> PyResult<Option<usize>> {
+        if !((3, 9)..=(3, 14)).contains(&version) {
+            return Ok(None);
+        }
+        let module = py.import(intern!(py, "_sqlite3"))?;
+        let Ok(file) = module.getattr(intern!(py, "__file__")) else {
+            return Ok(None);
+        };
+        let file: PathBuf = file.extract()?;
+        if !shares_this_sqlite(&file) {
+            return Ok(None);
+        }
+        let basic = py
+            .import(intern!(py, "builtins"))?
+            .getattr(intern!(py, "object"))?
+            .getattr(intern!(py, "__basicsize__"))?
+            .extract::<usize>()?;
+        Ok(Some(basic))
+    };
+    match found() {
+        Ok(Some(offset)) => Some(offset),
+        _ => {
+            let _ = PyErr::warn(
+                py,
+                &py.get_type::<pyo3::exceptions::PyRuntimeWarning>(),
+                c"writerlock: this Python's sqlite3 module does not use the process's own \
+                  libsqlite3 (or its layout is not one writerlock knows), so the write queue \
+                  drives connections through conn.execute(), which is slower",
+                1,
+            );
+            None
+        }
+    }
+}
+
+/// `sqlite3.Connection.execute(conn, *args)`: Python's own `execute`, called on the base
+/// class, so a subclass that overrides `execute()` (to log statements, or to queue its
+/// writes through this very queue) is never entered by the queue.
+fn base_execute<'py>(
+    conn: &Bound<'py, PyAny>,
+    sql: &str,
+    params: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let py = conn.py();
+    let execute = host(py)?
+        .connection_type
+        .bind(py)
+        .getattr(intern!(py, "execute"))?;
+    match params {
+        Some(params) => execute.call1((conn, sql, params)),
+        None => execute.call1((conn, sql)),
+    }
+}
+
+/// The connection's main database file as Python's own `sqlite3.Connection.execute` reports
+/// it (`PRAGMA database_list`), called on the base class so that a subclass overriding
+/// `execute()` never sees it.
+fn main_file_by_python(conn: &Bound<'_, PyAny>) -> Option<PathBuf> {
+    let py = conn.py();
+    let execute = host(py)
+        .ok()?
+        .connection_type
+        .bind(py)
+        .getattr(intern!(py, "execute"))
+        .ok()?;
+    let rows = execute
+        .call1((conn, "PRAGMA database_list"))
+        .and_then(|cursor| cursor.call_method0(intern!(py, "fetchall")))
+        .ok()?;
+    for row in rows.try_iter().ok()? {
+        if let Ok((_, name, file)) = row.ok()?.extract::<(i64, String, Option<String>)>() {
+            if name == "main" {
+                return Some(PathBuf::from(file.unwrap_or_default()));
+            }
+        }
+    }
+    None
 }
 
 /// Refuses anything but a `sqlite3.Connection` (or subclass), with a clear `TypeError`.
 fn check_type(conn: &Bound<'_, PyAny>) -> PyResult<()> {
     let py = conn.py();
-    let class = py
-        .import(intern!(py, "sqlite3"))?
-        .getattr(intern!(py, "Connection"))?;
-    if conn.is_instance(&class)? {
+    if conn.is_instance(host(py)?.connection_type.bind(py))? {
         return Ok(());
     }
     let type_name = conn
@@ -257,50 +438,52 @@ fn check_type(conn: &Bound<'_, PyAny>) -> PyResult<()> {
     )))
 }
 
-/// Checks that `conn` is an open `sqlite3.Connection` in autocommit mode. A closed
-/// connection raises Python's own `sqlite3.ProgrammingError`; one where Python opens
-/// transactions itself raises `NotAutocommit`, saying how to open it.
-fn check_connection(conn: &Bound<'_, PyAny>) -> PyResult<()> {
+/// How Python's `sqlite3` runs statements on a connection the queue drives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Autocommit: `isolation_level=None`, or `autocommit=True` (Python 3.12+).
+    Autocommit,
+    /// Python's default (`isolation_level` a string, `''` by default): sqlite3 opens a
+    /// deferred transaction before a write run outside one. The queue's explicit `BEGIN
+    /// IMMEDIATE` opens the transaction first, so sqlite3 opens none of its own.
+    Implicit,
+}
+
+/// Checks that `conn` is an open `sqlite3.Connection` the queue can drive. A closed one (or
+/// one used from another thread) raises Python's own `sqlite3.ProgrammingError`; one opened
+/// with `autocommit=False` (Python 3.12+: sqlite3 keeps a transaction open at all times)
+/// raises `NotAutocommit`, saying how to open it.
+fn check_connection(conn: &Bound<'_, PyAny>) -> PyResult<Mode> {
     let py = conn.py();
     check_type(conn)?;
     // Reading `in_transaction` fails on a closed connection with Python's own message.
     conn.getattr(intern!(py, "in_transaction"))?;
-    // Python 3.12: `autocommit` is True, False or sqlite3.LEGACY_TRANSACTION_CONTROL (-1).
-    if let Ok(autocommit) = conn.getattr(intern!(py, "autocommit")) {
+    let host = host(py)?;
+    // Python 3.12+ connections have `autocommit`; before, only a subclass may define it
+    // (looked up only then: a missing attribute costs an exception at every call).
+    let has_autocommit = host.has_autocommit
+        || (!conn.get_type().is(host.connection_type.bind(py))
+            && conn.hasattr(intern!(py, "autocommit"))?);
+    if has_autocommit {
+        // `autocommit` is True, False or sqlite3.LEGACY_TRANSACTION_CONTROL (-1).
+        let autocommit = conn.getattr(intern!(py, "autocommit"))?;
         if autocommit.is_instance_of::<pyo3::types::PyBool>() {
             if autocommit.extract::<bool>()? {
-                return Ok(());
+                return Ok(Mode::Autocommit);
             }
             return Err(NotAutocommit::new_err(
-                "writerlock needs a sqlite3 connection in autocommit mode, but this one was \
-                 opened with autocommit=False, so Python keeps a transaction of its own open; \
-                 open it with sqlite3.connect(path, autocommit=True)",
+                "writerlock needs a sqlite3 connection that does not keep a transaction open, \
+                 but this one was opened with autocommit=False, so Python keeps a transaction \
+                 of its own open at all times, outside the writer queue; open it with \
+                 sqlite3.connect(path, autocommit=True) (or leave autocommit at its default)",
             ));
         }
     }
-    let level = conn.getattr(intern!(py, "isolation_level"))?;
-    if level.is_none() {
-        return Ok(());
-    }
-    let shown = level.repr().map(|r| r.to_string()).unwrap_or_default();
-    let begin = match level.extract::<String>() {
-        Ok(text) if text.is_empty() => "a deferred BEGIN, Python's default".to_string(),
-        Ok(text) => format!("BEGIN {text}"),
-        Err(_) => "a BEGIN".to_string(),
-    };
-    // Python 3.12 and later have `autocommit`, the way the sqlite3 documentation recommends.
-    let advice = if conn.hasattr(intern!(py, "autocommit"))? {
-        "open it with sqlite3.connect(path, autocommit=True) (or isolation_level=None), or \
-         set conn.autocommit = True"
+    if conn.getattr(intern!(py, "isolation_level"))?.is_none() {
+        Ok(Mode::Autocommit)
     } else {
-        "open it with sqlite3.connect(path, isolation_level=None) or set \
-         conn.isolation_level = None"
-    };
-    Err(NotAutocommit::new_err(format!(
-        "writerlock needs a sqlite3 connection in autocommit mode, but this one has \
-         isolation_level {shown}, so Python would open a transaction of its own ({begin}) \
-         before the first write, outside the writer queue; {advice}"
-    )))
+        Ok(Mode::Implicit)
+    }
 }
 
 fn seconds(name: &'static str, value: f64) -> PyResult<Duration> {
@@ -353,6 +536,85 @@ fn transaction_wait(wait: f64, setting: Option<String>) -> PyResult<Wait> {
 #[pyclass(module = "writerlock", name = "WriterQueue", subclass, frozen)]
 pub struct PyWriterQueue {
     inner: WriterQueue,
+    /// The handles of the connections this queue drove last, their statements prepared.
+    handles: Mutex<Vec<Arc<SqliteHandle>>>,
+    /// The handle of the connection of the last `begin`: if Python closes that connection
+    /// inside the transaction, the prepared statements would keep it open (and its write
+    /// lock held) until finalized, so the next call that finds it closed drops them.
+    turn: Mutex<Option<Arc<SqliteHandle>>>,
+}
+
+/// How many connections' prepared statements a queue keeps (most programs use one).
+const KEPT_HANDLES: usize = 4;
+
+impl PyWriterQueue {
+    /// The connection's own `sqlite3*` with the queue's statements prepared, where the queue
+    /// may drive it (see [`connection_handle_offset`]); `None` drives it through Python.
+    ///
+    /// A handle is kept per connection, found again by its address: its prepared statements
+    /// keep a connection Python closed (`sqlite3_close_v2()`) allocated until they are
+    /// finalized, so no other connection can reuse the address meanwhile. The first time a
+    /// connection is seen, its handle must name the file Python's own `PRAGMA
+    /// database_list` names, or it is not used.
+    fn handle_for(&self, conn: &Bound<'_, PyAny>) -> Option<Arc<SqliteHandle>> {
+        let py = conn.py();
+        let offset = host(py).ok()?.handle_offset?;
+        // SAFETY: `conn` is a sqlite3.Connection (checked by the caller) of a CPython whose
+        // connection struct keeps `sqlite3 *db` right after the object header, at `offset`.
+        let db = unsafe {
+            conn.as_ptr()
+                .cast::<u8>()
+                .add(offset)
+                .cast::<*mut ffi::sqlite3>()
+                .read()
+        };
+        if db.is_null() {
+            // Closed by Python: let SQLite finish closing the connection of the turn (it
+            // rolls back what was left open) by finalizing its statements.
+            if let Some(turn) = self.turn.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                self.handles
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .retain(|h| !Arc::ptr_eq(h, &turn));
+            }
+            return None;
+        }
+        {
+            let handles = self.handles.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(found) = handles.iter().find(|h| h.handle() == db) {
+                return Some(Arc::clone(found));
+            }
+        }
+        // SAFETY: an open connection of this process's libsqlite3, closed by Python with
+        // sqlite3_close_v2().
+        let handle = unsafe { SqliteHandle::new(db) }?;
+        // Not under the mutex: Python's execute lets go of the interpreter, and another
+        // thread holding it would then wait for the mutex.
+        if handle.main_database_file().ok()?? != main_file_by_python(conn)? {
+            return None;
+        }
+        let mut handles = self.handles.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(found) = handles.iter().find(|h| h.handle() == db) {
+            return Some(Arc::clone(found));
+        }
+        if handles.len() >= KEPT_HANDLES {
+            handles.remove(0);
+        }
+        let handle = Arc::new(handle);
+        handles.push(Arc::clone(&handle));
+        Some(handle)
+    }
+
+    /// The session for `conn`, checked ([`check_connection`]), driving its own handle where
+    /// possible.
+    fn session(
+        &self,
+        conn: &Bound<'_, PyAny>,
+        params: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PySession> {
+        let mode = check_connection(conn)?;
+        Ok(PySession::new(conn, params).direct(self.handle_for(conn), mode))
+    }
 }
 
 fn parse_strategy(strategy: &str) -> PyResult<Strategy> {
@@ -372,6 +634,8 @@ impl PyWriterQueue {
     fn new(path: PathBuf, strategy: &str) -> PyResult<Self> {
         Ok(PyWriterQueue {
             inner: WriterQueue::with_strategy(path, parse_strategy(strategy)?),
+            handles: Mutex::new(Vec::new()),
+            turn: Mutex::new(None),
         })
     }
 
@@ -412,8 +676,8 @@ impl PyWriterQueue {
         wait: f64,
         setting: Option<String>,
     ) -> PyResult<()> {
-        check_connection(conn)?;
-        let session = PySession::new(conn, None);
+        let session = self.session(conn, None)?;
+        *self.turn.lock().unwrap_or_else(|p| p.into_inner()) = session.handle.clone();
         let wait = session.watch(py, transaction_wait(wait, setting)?);
         let queue = &self.inner;
         py.detach(|| queue.begin(&session, &wait))
@@ -423,7 +687,7 @@ impl PyWriterQueue {
     /// Commits and gives the turn back.
     fn commit(&self, py: Python<'_>, conn: &Bound<'_, PyAny>) -> PyResult<()> {
         check_type(conn)?;
-        let session = PySession::new(conn, None);
+        let session = PySession::new(conn, None).direct(self.handle_for(conn), Mode::Autocommit);
         let queue = &self.inner;
         py.detach(|| queue.commit(&session))
             .map_err(|e| session.raise(py, e))
@@ -432,7 +696,7 @@ impl PyWriterQueue {
     /// Rolls back and gives the turn back.
     fn rollback(&self, py: Python<'_>, conn: &Bound<'_, PyAny>) -> PyResult<()> {
         check_type(conn)?;
-        let session = PySession::new(conn, None);
+        let session = PySession::new(conn, None).direct(self.handle_for(conn), Mode::Autocommit);
         let queue = &self.inner;
         py.detach(|| queue.rollback(&session))
             .map_err(|e| session.raise(py, e))
@@ -443,7 +707,7 @@ impl PyWriterQueue {
     /// before `begin`. Returns False when no turn was held.
     fn _release_ended(&self, py: Python<'_>, conn: &Bound<'_, PyAny>) -> PyResult<bool> {
         check_type(conn)?;
-        let session = PySession::new(conn, None);
+        let session = PySession::new(conn, None).direct(self.handle_for(conn), Mode::Autocommit);
         let queue = &self.inner;
         py.detach(|| queue.release_ended(&session))
             .map_err(|e| session.raise(py, e))
@@ -473,7 +737,6 @@ impl PyWriterQueue {
             setting,
             writerlock::wait::BUSY_TIMEOUT.as_secs_f64(),
         )?;
-        check_connection(conn)?;
         let sql = sql.to_cow()?.into_owned();
         let empty;
         let params = match params {
@@ -483,7 +746,7 @@ impl PyWriterQueue {
                 empty.as_any()
             }
         };
-        let session = PySession::new(conn, Some(params));
+        let session = self.session(conn, Some(params))?;
         let limit = session.watch(py, limit);
         let queue = &self.inner;
         py.detach(|| queue.execute(&session, &sql, &limit))

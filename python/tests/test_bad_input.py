@@ -159,7 +159,7 @@ def test_lock_file_that_cannot_be_opened(tmp_path: Path) -> None:
     assert not q.holding and not conn.in_transaction
 
 
-def test_queue_exception_in_a_callback_is_not_swallowed(db: str) -> None:
+def test_an_execute_override_that_raises_never_sees_the_queues_statements(db: str) -> None:
     class Exploding(sqlite3.Connection):
         def execute(self, sql, *args):  # type: ignore[no-untyped-def, override]
             if sql.startswith("BEGIN"):
@@ -168,9 +168,12 @@ def test_queue_exception_in_a_callback_is_not_swallowed(db: str) -> None:
 
     q = writerlock.WriterQueue(db)
     conn = sqlite3.connect(db, isolation_level=None, factory=Exploding)
-    with pytest.raises(KeyboardInterrupt, match="stop"):
-        q.begin(conn)
+    q.begin(conn)  # BEGIN IMMEDIATE goes to SQLite directly, not through execute()
+    assert q.holding and conn.in_transaction
+    q.commit(conn)
     assert not q.holding and not lock_is_held(db)
+    with pytest.raises(KeyboardInterrupt, match="stop"):  # the caller's own BEGIN still does
+        conn.execute("BEGIN")
 
 
 # ---------------------------------------------------------------------------------------------

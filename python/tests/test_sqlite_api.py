@@ -305,11 +305,13 @@ class AutocommitOn(sqlite3.Connection):
     autocommit = True
 
 
-def test_not_autocommit_recommends_autocommit_true_where_python_has_it(db: str) -> None:
+def test_legacy_control_is_accepted_and_autocommit_false_refused(db: str) -> None:
     q = writerlock.WriterQueue(db)
     conn = sqlite3.connect(db, factory=LegacyControl)  # isolation_level "": deferred BEGIN
-    with pytest.raises(writerlock.NotAutocommit, match=r"sqlite3\.connect\(path, autocommit=True\)"):
-        q.begin(conn)
+    q.begin(conn)  # the queue's BEGIN IMMEDIATE opens the transaction: sqlite3 opens none
+    conn.execute("INSERT INTO rows (worker) VALUES (0)")
+    q.commit(conn)
+    assert not conn.in_transaction and not q.holding and count(db) == 1
     conn = sqlite3.connect(db, factory=AutocommitOff, isolation_level=None)
     with pytest.raises(writerlock.NotAutocommit, match="opened with autocommit=False"):
         q.begin(conn)
@@ -317,7 +319,7 @@ def test_not_autocommit_recommends_autocommit_true_where_python_has_it(db: str) 
     conn = sqlite3.connect(db, factory=AutocommitOn)
     with q.transaction(conn):
         conn.execute("INSERT INTO rows (worker) VALUES (1)")
-    assert count(db) == 1 and not q.holding
+    assert count(db) == 2 and not q.holding
 
 
 # ---------------------------------------------------------------------------------------------

@@ -301,25 +301,34 @@ def test_not_started_when_begin_immediate_fails(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("level", ["", "DEFERRED", "IMMEDIATE"])
-def test_connection_not_in_autocommit_mode_is_refused(db: str, level: str) -> None:
+def test_connection_in_sqlite3s_default_mode_is_accepted(db: str, level: str) -> None:
+    # sqlite3.connect(path) has isolation_level "": sqlite3 opens a transaction of its own
+    # before a write outside one. The queue's BEGIN IMMEDIATE comes first, so sqlite3 opens
+    # none, and nothing is left open when the turn ends.
     q = writerlock.WriterQueue(db)
     conn = sqlite3.connect(db, isolation_level=level)
-    for call in (
-        lambda: q.begin(conn),
-        lambda: q.execute(conn, "INSERT INTO rows (worker) VALUES (1)"),
-        lambda: q.transaction(conn).__enter__(),
-    ):
-        with pytest.raises(writerlock.NotAutocommit) as info:
-            call()
-        assert "sqlite3.connect(path, isolation_level=None)" in str(info.value)
-        assert isinstance(info.value, sqlite3.ProgrammingError)
-        assert isinstance(info.value, ValueError)
-    assert not q.holding and not lock_is_held(db)
-    assert count(db) == 0
-    conn.isolation_level = None  # switched to autocommit: accepted
+    q.begin(conn)
+    conn.execute("INSERT INTO rows (worker) VALUES (1)")
+    q.commit(conn)
+    assert not conn.in_transaction and not q.holding and not lock_is_held(db)
     with q.transaction(conn):
-        conn.execute("INSERT INTO rows (worker) VALUES (1)")
-    assert count(db) == 1
+        conn.execute("INSERT INTO rows (worker) VALUES (2)")
+    assert not conn.in_transaction and not q.holding
+    # A queued statement runs in the queue's own transaction and is committed with it.
+    q.execute(conn, "INSERT INTO rows (worker) VALUES (3)")
+    assert not conn.in_transaction and not q.holding and not lock_is_held(db)
+    assert count(db) == 3  # another connection sees all three
+    with pytest.raises(RuntimeError):
+        with q.transaction(conn):
+            conn.execute("INSERT INTO rows (worker) VALUES (4)")
+            raise RuntimeError("rolled back")
+    assert count(db) == 3 and not conn.in_transaction
+    # A transaction sqlite3 opened itself (a write outside the queue) is refused as ever.
+    conn.execute("INSERT INTO rows (worker) VALUES (5)")
+    assert conn.in_transaction
+    with pytest.raises(sqlite3.OperationalError, match="already inside a transaction"):
+        q.begin(conn)
+    conn.rollback()
 
 
 def test_connection_with_autocommit_false_is_refused(db: str) -> None:
@@ -341,9 +350,9 @@ def test_connection_with_autocommit_false_is_refused(db: str) -> None:
     assert not q.holding
 
 
-def test_legacy_isolation_level_on_python_3_12_recommends_autocommit(db: str) -> None:
+def test_legacy_transaction_control_on_python_3_12_is_accepted(db: str) -> None:
     # On 3.12+ a connection has `autocommit` (sqlite3.LEGACY_TRANSACTION_CONTROL, -1, by
-    # default); before 3.12 a subclass provides it.
+    # default); before 3.12 a subclass provides it. isolation_level then decides: accepted.
     if sys.version_info >= (3, 12):
         conn = sqlite3.connect(db)
     else:
@@ -353,18 +362,9 @@ def test_legacy_isolation_level_on_python_3_12_recommends_autocommit(db: str) ->
 
         conn = sqlite3.connect(db, factory=Legacy)
     q = writerlock.WriterQueue(db)
-    with pytest.raises(writerlock.NotAutocommit) as info:
-        q.begin(conn)
-    assert "open it with sqlite3.connect(path, autocommit=True) (or isolation_level=None)" in str(
-        info.value
-    )
-    plain = sqlite3.connect(db)  # before 3.12: no `autocommit`, the advice is isolation_level
-    if sys.version_info < (3, 12):
-        with pytest.raises(writerlock.NotAutocommit) as info:
-            q.begin(plain)
-        assert "sqlite3.connect(path, isolation_level=None)" in str(info.value)
-        assert "autocommit=True" not in str(info.value)
-    assert not q.holding
+    with q.transaction(conn):
+        conn.execute("INSERT INTO rows (worker) VALUES (1)")
+    assert count(db) == 1 and not q.holding and not conn.in_transaction
 
 
 def test_connection_inside_a_transaction_is_refused(db: str) -> None:
@@ -579,3 +579,109 @@ def test_the_interpreter_is_free_while_a_writer_waits(db: str) -> None:
             t.join()
     # About one tick per millisecond: with the interpreter held there would be none.
     assert during >= 300, during
+
+
+@pytest.mark.parametrize("journal", ["wal", "delete"])
+def test_database_replaced_by_rename_is_refused_and_nothing_written(
+    tmp_path: Path, journal: str
+) -> None:
+    # A restore or a deploy renames a new file over the database while a connection has
+    # the old one open: its writes would land in the orphaned file.
+    path = str(tmp_path / "site.db")
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute(f"PRAGMA journal_mode={journal}")
+    conn.execute("CREATE TABLE rows (worker INTEGER)")
+    q = writerlock.WriterQueue(path)
+    with q.transaction(conn):
+        conn.execute("INSERT INTO rows (worker) VALUES (1)")
+    # Checkpointed first: a WAL left beside the database would be read into the restored
+    # file by its next reader (the operator's side of a restore, documented), whatever the
+    # queue does.
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    restored = str(tmp_path / "restored.db")
+    fresh = sqlite3.connect(restored)
+    fresh.execute("CREATE TABLE rows (worker INTEGER)")
+    fresh.commit()
+    fresh.close()
+    os.rename(restored, path)
+    for call in (
+        lambda: q.begin(conn),
+        lambda: q.transaction(conn).__enter__(),
+        lambda: q.execute(conn, "INSERT INTO rows (worker) VALUES (2)"),
+    ):
+        with pytest.raises(writerlock.WrongDatabase) as info:
+            call()
+        assert path in str(info.value)
+        assert "open the database again" in str(info.value)
+        assert not q.holding and not conn.in_transaction
+    assert count(path) == 0  # the restored file: nothing written to either
+    reopened = sqlite3.connect(path, isolation_level=None)
+    with q.transaction(reopened):
+        reopened.execute("INSERT INTO rows (worker) VALUES (3)")
+    assert count(path) == 1
+
+
+def test_removed_database_is_refused(tmp_path: Path) -> None:
+    path = str(tmp_path / "site.db")
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("CREATE TABLE rows (worker INTEGER)")
+    q = writerlock.WriterQueue(path)
+    q.begin(conn)
+    q.commit(conn)
+    os.unlink(path)
+    with pytest.raises(writerlock.WrongDatabase, match="replaced or removed"):
+        q.begin(conn)
+    assert not q.holding
+
+
+class LoggingConnection(sqlite3.Connection):
+    """An integrator's connection that logs every statement and wraps execute()."""
+
+    seen: "list[str]" = []
+
+    def execute(self, sql: str, *args: object) -> sqlite3.Cursor:  # type: ignore[override]
+        LoggingConnection.seen.append(sql)
+        return super().execute(sql, *args)  # type: ignore[arg-type]
+
+
+class RecursingConnection(sqlite3.Connection):
+    """A wrapper that runs every statement through the queue: it recursed into the queue."""
+
+    queue: "writerlock.WriterQueue | None" = None
+
+    def execute(self, sql: str, *args: object) -> sqlite3.Cursor:  # type: ignore[override]
+        if self.queue is not None and not self.in_transaction and not sql.lstrip().upper().startswith("SELECT"):
+            return self.queue.execute(self, sql, *args)  # type: ignore[no-any-return]
+        return super().execute(sql, *args)  # type: ignore[arg-type]
+
+
+def test_queue_statements_never_pass_through_the_hosts_execute(db: str) -> None:
+    q = writerlock.WriterQueue(db)
+    conn = sqlite3.connect(db, isolation_level=None, factory=LoggingConnection)
+    LoggingConnection.seen.clear()
+    q.begin(conn)
+    conn.execute("INSERT INTO rows (worker) VALUES (1)")
+    q.commit(conn)
+    with q.transaction(conn):
+        conn.execute("INSERT INTO rows (worker) VALUES (2)")
+    q.execute(conn, "INSERT INTO rows (worker) VALUES (3)")
+    q.begin(conn)
+    q.rollback(conn)
+    # Only the caller's own conn.execute() calls: no PRAGMA, BEGIN, COMMIT or ROLLBACK of
+    # the queue's. A statement given to queue.execute() runs through sqlite3's own
+    # Connection.execute, so a wrapper that routes writes through the queue cannot recurse.
+    assert LoggingConnection.seen == [
+        "INSERT INTO rows (worker) VALUES (1)",
+        "INSERT INTO rows (worker) VALUES (2)",
+    ]
+    assert count(db) == 3
+
+
+def test_connection_that_routes_writes_through_the_queue_does_not_recurse(db: str) -> None:
+    q = writerlock.WriterQueue(db)
+    conn = sqlite3.connect(db, isolation_level=None, factory=RecursingConnection)
+    conn.queue = q
+    with q.transaction(conn):
+        conn.execute("INSERT INTO rows (worker) VALUES (1)")
+    conn.execute("INSERT INTO rows (worker) VALUES (2)")  # queued by the wrapper itself
+    assert count(db) == 2 and not q.holding
