@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds and runs every example under examples/ the way a user meets it, so that an example
 # can neither drift from the README nor report success while writing nothing:
-#   1. every ```c and ```rust block of README.md is, byte for byte, a file under examples/
-#      (examples/c/*.c, examples/*.rs);
+#   1. every ```c and ```rust block of README.md and docs/*.md is, byte for byte, a file under
+#      examples/ (examples/c/*.c, examples/*.rs), and every such file is shown in one of them;
 #   2. installs the library and the command with bindings/install.sh into a temporary PREFIX
 #      and builds each C example against the INSTALLED writerlock.pc, exactly as the install
 #      hint says (`pkg-config --cflags --libs writerlock sqlite3` and -Wl,-rpath), as C89 (gnu89),
@@ -11,7 +11,7 @@
 #      and checks in the database that it wrote what it says; runs the Rust example the same
 #      way (cargo's examples of the writerlock crate) and the installed `writerlock` command;
 #   4. installs again with DEBUG_INFO=separate and checks the split debug information;
-#   5. greps the READMEs and the bench report's text for the project's private words ("seed",
+#   5. greps the READMEs, docs/ and the bench report's text for the project's private words ("seed",
 #      issue numbers), which users would not understand.
 #
 # usage: examples/run.sh        (`make test` runs it; WL_PROFILE picks the cargo profile)
@@ -32,26 +32,28 @@ for tool in "$cc" "$cxx" pkg-config valgrind sqlite3 python3 readelf; do
     command -v "$tool" >/dev/null 2>&1 || die "$tool is missing; install what the tests need with: make deps"
 done
 
-# --- 1. the README's C and Rust blocks are the example files ---------------------------------
-if out="$(python3 - "$root/README.md" "$here" <<'PY'
+# --- 1. the C and Rust blocks of the README and docs/ are the example files -----------------
+if out="$(python3 - "$root" "$here" <<'PY'
 import pathlib, re, sys
-readme, examples = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+root, examples = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+pages = [root / "README.md"] + sorted((root / "docs").glob("*.md"))
 files = {"c": sorted(examples.glob("c/*.c")), "rust": sorted(examples.glob("*.rs"))}
 texts = {lang: {p: p.read_text() for p in paths} for lang, paths in files.items()}
-blocks = re.findall(r"^```(c|rust)\n(.*?)^```$", readme.read_text(), re.M | re.S)
+blocks = [(page, lang, body) for page in pages
+          for lang, body in re.findall(r"^```(c|rust)\n(.*?)^```$", page.read_text(), re.M | re.S)]
 problems, shown = [], set()
-for lang, body in blocks:
+for page, lang, body in blocks:
     match = [p for p, t in texts[lang].items() if t == body]
     if not match:
         first = body.strip().splitlines()[0] if body.strip() else "(empty)"
-        problems.append(f"a ```{lang} block of README.md (starting {first!r}) is no file under "
-                        f"examples/: copy the file into the README verbatim")
+        problems.append(f"a ```{lang} block of {page.relative_to(root)} (starting {first!r}) is no "
+                        f"file under examples/: copy the file into the page verbatim")
     shown.update(match)
 for lang, paths in files.items():
     for p in paths:
         if p not in shown:
-            problems.append(f"{p.relative_to(examples.parent)} is not shown in README.md")
-if not blocks:
+            problems.append(f"{p.relative_to(examples.parent)} is shown neither in README.md nor in docs/")
+if not any(page.name == "README.md" for page, _, _ in blocks):
     problems.append("README.md has no ```c or ```rust block")
 print("\n".join(problems) or f"{len(blocks)} blocks")
 sys.exit(1 if problems else 0)
@@ -64,12 +66,12 @@ else
     fail readme_blocks_are_example_files "${lines[@]}"
 fi
 
-# --- the READMEs and the bench report speak the users' words ---------------------------------
+# --- the READMEs, docs/ and the bench report speak the users' words --------------------------
 # Users know Exponential's driver, the ledger spec and SQLite's busy handler; the project's
 # private names for its sources and its tracker's issue numbers mean nothing to them. The bench
 # report is checked in its string literals (what it prints).
 found="$({
-    grep -nHiE '\bseeds?\b|\bseed'"'"'s|issues? #?[0-9]' README.md ./*/README.md 2>/dev/null
+    grep -nHiE '\bseeds?\b|\bseed'"'"'s|issues? #?[0-9]' README.md ./*/README.md docs/*.md 2>/dev/null
     grep -nHE '"[^"]*(\b[Ss]eeds?\b|[Ss]eed'"'"'s|[Ii]ssues? #?[0-9])[^"]*"' bench/src/*.rs 2>/dev/null
 } | head -20)"
 if [[ -n "$found" ]]; then
@@ -165,6 +167,7 @@ for source in "$here"/*.rs; do
     mkdir -p "$dir"
     case "$name" in
     queue) rows=1 table=ezurl ;;
+    transaction) rows=1 table=t ;;
     interrupt)
         # Writes nothing: its wait must end early (the flag is set at 0.3 s), with the
         # interrupted message quoting the measured wait; a loaded machine may end it late, so
