@@ -5,8 +5,9 @@
 #      examples/ (examples/c/*.c, examples/*.rs), and every such file is shown in one of them;
 #   2. installs the library and the command with bindings/install.sh into a temporary PREFIX
 #      and builds each C example against the INSTALLED writerlock.pc, exactly as the install
-#      hint says (`pkg-config --cflags --libs writerlock sqlite3` and -Wl,-rpath), as C89 (gnu89),
-#      C99 and C++, all with -pedantic -Werror;
+#      hint says (`pkg-config --cflags --libs writerlock` and -Wl,-rpath), as C89 (gnu89),
+#      C99 and C++, all with -pedantic -Werror; runs the README's C build lines verbatim, with
+#      the default prefix and under $HOME/.local (make install as bindings/install.sh);
 #   3. runs each C example under valgrind with its default leak kinds (definite and possible)
 #      and checks in the database that it wrote what it says; runs the Rust example the same
 #      way (cargo's examples of the writerlock crate) and the installed `writerlock` command;
@@ -95,10 +96,56 @@ prefix="$tmp/prefix"
 WL_PROFILE="$profile" install_into "$prefix" "$tmp/install.log"
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
 # The hint install printed, as a user copies it.
-grep -qF "pkg-config --cflags --libs writerlock sqlite3) -Wl,-rpath,$prefix/lib" "$tmp/install.log" ||
-    fail install_hint "install's hint lacks the pkg-config line with sqlite3 and -Wl,-rpath:" \
+grep -qF "export PKG_CONFIG_PATH=$prefix/lib/pkgconfig" "$tmp/install.log" &&
+    grep -qF 'cc app.c $(pkg-config --cflags --libs writerlock) -Wl,-rpath,'"$prefix/lib" "$tmp/install.log" ||
+    fail install_hint "install's hint lacks PKG_CONFIG_PATH or the pkg-config line with -Wl,-rpath:" \
         "$(cat "$tmp/install.log")"
-flags=($(pkg-config --cflags --libs writerlock sqlite3))
+flags=($(pkg-config --cflags --libs writerlock))
+
+# --- the README's C build lines, verbatim -----------------------------------------------------
+# Each ```sh block of the README's C section runs as written in a directory holding queue.c,
+# with no PKG_CONFIG_PATH of ours: its `make install PREFIX=P` line becomes bindings/install.sh P
+# (make install builds the release profile first; the tests install what they built). The
+# default prefix stands in as the temporary one on pkg-config's and the loader's paths.
+readme_c="$tmp/readme-c"
+mkdir -p "$readme_c"
+if ! python3 - "$root/README.md" "$readme_c" <<'PY'
+import pathlib, re, sys
+text = pathlib.Path(sys.argv[1]).read_text()
+start = text.index("\n## C\n")
+end = text.find("\n## ", start + 1)
+blocks = re.findall(r"^```sh\n(.*?)^```$", text[start:end], re.M | re.S)
+for i, block in enumerate(blocks, 1):
+    pathlib.Path(sys.argv[2], f"block{i}.sh").write_text(block)
+sys.exit(0 if len(blocks) == 2 else 1)
+PY
+then
+    fail readme_c_build_lines "the README's C section should have two sh blocks (the default prefix, another prefix)"
+else
+    for block in "$readme_c"/block*.sh; do
+        name="readme_c_build_lines_$(basename "$block" .sh)"
+        dir="$readme_c/$(basename "$block" .sh)"
+        mkdir -p "$dir/home"
+        cp "$here/c/queue.c" "$dir/"
+        sed -i -E 's|^make install PREFIX=([^ ]+).*$|WL_PROFILE="$WL_PROFILE" "$WL_ROOT/bindings/install.sh" \1 >install.log \|\| exit 1|' "$block"
+        if grep -q 'install.sh /usr/local' "$block"; then
+            # The default prefix: what is installed under $prefix stands in for /usr/local.
+            sed -i '/install.sh \/usr\/local/d' "$block"
+            run_env=(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" LD_LIBRARY_PATH="$prefix/lib")
+        else
+            run_env=()
+        fi
+        if ! (cd "$dir" && env -u PKG_CONFIG_PATH -u LD_LIBRARY_PATH HOME="$dir/home" WL_ROOT="$root" \
+            WL_PROFILE="$profile" "${run_env[@]}" bash -euo pipefail "$block") >"$dir/build.log" 2>&1; then
+            fail "$name" "the README's lines failed:" "$(cat "$block")" "$(tail -8 "$dir/build.log")"
+        elif ! (cd "$dir" && env -u LD_LIBRARY_PATH "${run_env[@]}" ./queue db.sqlite) >"$dir/run.log" 2>&1 ||
+            [[ "$(sqlite3 "$dir/db.sqlite" 'SELECT count(*) FROM t' 2>&1)" != 1 ]]; then
+            fail "$name" "the program the README's lines built did not run and write its row:" "$(tail -5 "$dir/run.log")"
+        else
+            pass "$name"
+        fi
+    done
+fi
 
 # row_count DB TABLE: the number of rows, or a message.
 row_count() {
