@@ -77,8 +77,8 @@ pub struct CheckArgs {
     /// The SQLite database, when [DatabaseSettings] Database does not lead to it.
     #[arg(long, value_name = "FILE")]
     pub database: Option<PathBuf>,
-    /// Print the report as JSON on stdout.
-    #[arg(long)]
+    /// Whether to print JSON: the command line's global `--json`.
+    #[arg(skip)]
     pub json: bool,
 }
 

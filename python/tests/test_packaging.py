@@ -145,10 +145,12 @@ def test_python_m_writerlock_status_shows_the_holder_and_waiters(tmp_path: Path)
             deadline = time.monotonic() + 10
             while True:
                 as_json = json.loads(run_module(["status", db, "--json"], tmp_path).stdout)
-                if as_json["waiters"] == [waiter.pid] or time.monotonic() > deadline:
+                if [w["pid"] for w in as_json["queue"]] == [waiter.pid] or time.monotonic() > deadline:
                     break
                 time.sleep(0.05)
-            assert as_json["waiters"] == [waiter.pid] and as_json["waiting"] == 1, as_json
+            assert [w["pid"] for w in as_json["queue"]] == [waiter.pid] and as_json["waiting"] == 1, as_json
+            # One name per fact: the pids live in `queue` and `outside`, not repeated.
+            assert "waiters" not in as_json and "outside_queue" not in as_json, as_json
             # As `writerlock status --json`: the waiters oldest first, with their command lines.
             (queued,) = as_json["queue"]
             assert queued["pid"] == waiter.pid and "writerlock.WriterQueue" in queued["command"], queued
