@@ -39,7 +39,7 @@ test-rust:
 test-c:
 	@bindings/tests/run.sh
 
-## test-examples: every README example, built against the installed package and run.
+## test-examples: every C and Rust example of the README and docs/, built against the installed package and run.
 test-examples:
 	@examples/run.sh
 
@@ -86,11 +86,11 @@ install: build
 bench: build
 	@bench/run.sh
 
-## bench-readme: README.md's performance figures from the newest committed results.
+## bench-readme: docs/performance.md's figures from the newest committed results.
 bench-readme:
 	@python3 bench/readme.py write
 
-## check-bench-readme: fails when README.md's figures differ from their results file.
+## check-bench-readme: fails when docs/performance.md's figures differ from their results file.
 check-bench-readme:
 	@python3 bench/readme.py check
 

@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
-"""The README's performance figures, made from a committed results file.
+"""The performance figures of docs/performance.md, made from a committed results file.
 
-    bench/readme.py write [RESULTS]   rewrite README.md's generated blocks (make bench-readme)
-    bench/readme.py check             fail if README.md and its results file disagree
+    bench/readme.py write [RESULTS]   rewrite docs/performance.md's generated blocks (make bench-readme)
+    bench/readme.py check             fail if docs/performance.md and its results file disagree
                                       (make check-bench-readme, part of make test)
 
 `make bench` (a complete full run) writes bench/results/MACHINE.json. `write`
 takes RESULTS, or BENCH_RESULTS, or else the newest complete run under
-bench/results/ (by the date it records), and rewrites every block of README.md
+bench/results/ (by the date it records), and rewrites every block of docs/performance.md
 between `<!-- bench-readme:begin NAME ... -->` and `<!-- bench-readme:end NAME -->`;
 each begin marker names the results file it came from. `check` makes the same
 blocks from that file and fails on any difference; it also prints a notice
@@ -23,7 +23,9 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-README = os.path.join(ROOT, "README.md")
+PAGE_PATH = os.path.join(ROOT, "docs", "performance.md")
+# How messages name the page.
+PAGE = "docs/performance.md"
 RESULTS_DIR = os.path.join(ROOT, "bench", "results")
 # What a run measures, and what under it is not measured code (the bench's
 # provenance module keeps the same list).
@@ -430,22 +432,22 @@ def begin_marker(name, file):
 
 
 def render(readme, results, file):
-    """README.md with every generated block remade from `results`."""
+    """The page with every generated block remade from `results`."""
     out, pos = [], 0
     for m in BEGIN.finditer(readme):
         name = m.group("name")
         end = f"<!-- bench-readme:end {name} -->"
         stop = readme.find(end, m.end())
         if stop < 0:
-            raise Missing(f"README.md: no {end} after its begin marker")
+            raise Missing(f"{PAGE}: no {end} after its begin marker")
         if name not in BLOCKS:
-            raise Missing(f"README.md: unknown generated block {name!r}")
+            raise Missing(f"{PAGE}: unknown generated block {name!r}")
         out.append(readme[pos : m.start()])
         out.append(begin_marker(name, file))
         out.append(BLOCKS[name](results, file).rstrip("\n") + "\n")
         pos = stop
     if not out:
-        raise Missing("README.md has no bench-readme blocks")
+        raise Missing(f"{PAGE} has no bench-readme blocks")
     out.append(readme[pos:])
     return "".join(out)
 
@@ -458,15 +460,10 @@ FIGURE = re.compile(r"\d[\d,.]*\s?(?:µs|ms|s|%|/s|commits/s|minutes)(?![\w/])|\
 
 
 def loose_figures(readme):
-    """Measured-looking figures in the performance section outside the
-    generated blocks (which only the results file may supply)."""
-    start = readme.find("\n## Performance\n")
-    if start < 0:
-        return ["README.md has no ## Performance section"]
-    stop = readme.find("\n## ", start + 1)
-    section = readme[start : stop if stop >= 0 else len(readme)]
+    """Measured-looking figures on the performance page outside the generated
+    blocks (which only the results file may supply)."""
     section = re.sub(
-        r"<!-- bench-readme:begin (?P<n>[a-z-]+):.*?<!-- bench-readme:end (?P=n) -->", "", section, flags=re.S
+        r"<!-- bench-readme:begin (?P<n>[a-z-]+):.*?<!-- bench-readme:end (?P=n) -->", "", readme, flags=re.S
     )
     section = re.sub(r"`[^`]*`", "", section)
     return [m.group(0) for m in FIGURE.finditer(section) if m.group(0) not in SETTINGS]
@@ -537,7 +534,7 @@ def main(argv):
     if len(argv) < 2 or argv[1] not in ("write", "check"):
         print(__doc__.strip(), file=sys.stderr)
         return 2
-    with open(README, encoding="utf-8") as f:
+    with open(PAGE_PATH, encoding="utf-8") as f:
         readme = f.read()
     try:
         if argv[1] == "write":
@@ -549,29 +546,29 @@ def main(argv):
                 return 1
             new = render(readme, results, file)
             if new != readme:
-                with open(README, "w", encoding="utf-8") as f:
+                with open(PAGE_PATH, "w", encoding="utf-8") as f:
                     f.write(new)
-                print(f"bench-readme: README.md made from {os.path.relpath(file, ROOT)}")
+                print(f"bench-readme: {PAGE} made from {os.path.relpath(file, ROOT)}")
             else:
-                print(f"bench-readme: README.md already matches {os.path.relpath(file, ROOT)}")
+                print(f"bench-readme: {PAGE} already matches {os.path.relpath(file, ROOT)}")
             for n in notices(results, file):
                 print(f"bench-readme: notice: {n}")
             return 0
         first = BEGIN.search(readme)
         if not first:
-            print("check-bench-readme: README.md has no bench-readme blocks", file=sys.stderr)
+            print(f"check-bench-readme: {PAGE} has no bench-readme blocks", file=sys.stderr)
             return 1
         file = os.path.join(ROOT, first.group("file"))
         if not os.path.exists(file):
             print(
-                f"check-bench-readme: README.md's figures come from {first.group('file')}, which does not exist",
+                f"check-bench-readme: {PAGE}'s figures come from {first.group('file')}, which does not exist",
                 file=sys.stderr,
             )
             return 1
         others = {m.group("file") for m in BEGIN.finditer(readme)} - {first.group("file")}
         if others:
             print(
-                f"check-bench-readme: README.md's blocks come from different results files: "
+                f"check-bench-readme: {PAGE}'s blocks come from different results files: "
                 f"{first.group('file')}, {', '.join(sorted(others))}",
                 file=sys.stderr,
             )
@@ -586,25 +583,25 @@ def main(argv):
     loose = loose_figures(readme)
     if loose:
         print(
-            "check-bench-readme: figures in README.md's performance section that do not come from "
+            f"check-bench-readme: figures in {PAGE} that do not come from "
             f"{rel}: {', '.join(loose)}; put them in bench/readme.py's blocks or drop them",
             file=sys.stderr,
         )
         return 1
     if expected != readme:
         diff = difflib.unified_diff(
-            readme.splitlines(True), expected.splitlines(True), "README.md", f"README.md from {rel}"
+            readme.splitlines(True), expected.splitlines(True), PAGE, f"{PAGE} from {rel}"
         )
         sys.stderr.writelines(list(diff)[:80])
         print(
-            f"check-bench-readme: README.md's performance figures differ from {rel}; "
+            f"check-bench-readme: {PAGE}'s figures differ from {rel}; "
             "make bench-readme rewrites them (never edit the generated blocks by hand)",
             file=sys.stderr,
         )
         return 1
     for n in notices(results, file):
         print(f"check-bench-readme: notice: {n}")
-    print(f"check-bench-readme: README.md matches {rel}")
+    print(f"check-bench-readme: {PAGE} matches {rel}")
     return 0
 
 

@@ -8,7 +8,7 @@
 # starts a throwaway PostgreSQL cluster for scenarios 6 and 7 and removes it
 # afterwards. Results: target/bench/results.txt, results.json, waits.svg. A
 # complete full run also writes bench/results/MACHINE.json, the committed
-# results the README's tables are made from (make bench-readme); MACHINE is
+# results docs/performance.md's tables are made from (make bench-readme); MACHINE is
 # BENCH_MACHINE or the CPU count and model. A QUICK run records nothing there
 # unless BENCH_RECORD=1; BENCH_RECORD=0 keeps a full run from recording.
 set -euo pipefail

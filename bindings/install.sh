@@ -135,8 +135,10 @@ install -m 0644 "$header" "$incdir/writerlock.h"
 install -d "$dest$prefix/share/writerlock"
 install -m 0644 "$root/bindings/valgrind/writerlock.supp" "$dest$prefix/share/writerlock/writerlock.supp"
 
-# Requires.private: the system SQLite, through its own sqlite3.pc. Libs.private: what else a
-# static link needs besides libwriterlock.a (rustc's native-static-libs: the C runtime).
+# Requires: the system SQLite, through its own sqlite3.pc. A program hands writerlock its own
+# sqlite3* and calls SQLite itself, so `pkg-config --cflags --libs writerlock` alone must link
+# it (-lsqlite3 included). Libs.private: what else a static link needs besides libwriterlock.a
+# (rustc's native-static-libs: the C runtime).
 cat >"$pcdir/writerlock.pc" <<PC
 prefix=$prefix
 exec_prefix=\${prefix}
@@ -146,7 +148,7 @@ includedir=\${prefix}/include
 Name: writerlock
 Description: Writers that take turns: a cross-process SQLite write queue and a Postgres writer session
 Version: $version
-Requires.private: sqlite3
+Requires: sqlite3
 Libs: -L\${libdir} -lwriterlock
 Libs.private: -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
 Cflags: -I\${includedir}
@@ -171,11 +173,12 @@ keep) echo "  (unstripped, with debug information)" ;;
 esac
 case "$prefix" in
 /usr | /usr/local)
-    echo "install: build with: cc app.c \$(pkg-config --cflags --libs writerlock sqlite3)"
+    echo "install: build with: cc app.c \$(pkg-config --cflags --libs writerlock)"
     ;;
 *)
-    echo "install: $prefix/lib is not on the run-time linker's path. Build with:"
-    echo "  cc app.c \$(PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --cflags --libs writerlock sqlite3) -Wl,-rpath,$prefix/lib"
+    echo "install: $prefix/lib is on neither pkg-config's nor the run-time linker's path. Build with:"
+    echo "  export PKG_CONFIG_PATH=$prefix/lib/pkgconfig"
+    echo "  cc app.c \$(pkg-config --cflags --libs writerlock) -Wl,-rpath,$prefix/lib"
     echo "install: or, without -Wl,-rpath, run programs with LD_LIBRARY_PATH=$prefix/lib"
     echo "install: (or add $prefix/lib to /etc/ld.so.conf.d/ and run ldconfig)."
     echo "install: the command: $prefix/bin/writerlock (add $prefix/bin to PATH)"

@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # Builds and runs every example under examples/ the way a user meets it, so that an example
 # can neither drift from the README nor report success while writing nothing:
-#   1. every ```c and ```rust block of README.md is, byte for byte, a file under examples/
-#      (examples/c/*.c, examples/*.rs);
+#   1. every ```c and ```rust block of README.md and docs/*.md is, byte for byte, a file under
+#      examples/ (examples/c/*.c, examples/*.rs), and every such file is shown in one of them;
 #   2. installs the library and the command with bindings/install.sh into a temporary PREFIX
 #      and builds each C example against the INSTALLED writerlock.pc, exactly as the install
-#      hint says (`pkg-config --cflags --libs writerlock sqlite3` and -Wl,-rpath), as C89 (gnu89),
-#      C99 and C++, all with -pedantic -Werror;
+#      hint says (`pkg-config --cflags --libs writerlock` and -Wl,-rpath), as C89 (gnu89),
+#      C99 and C++, all with -pedantic -Werror; runs the README's C build lines verbatim, with
+#      the default prefix and under $HOME/.local (make install as bindings/install.sh);
 #   3. runs each C example under valgrind with its default leak kinds (definite and possible)
 #      and checks in the database that it wrote what it says; runs the Rust example the same
 #      way (cargo's examples of the writerlock crate) and the installed `writerlock` command;
 #   4. installs again with DEBUG_INFO=separate and checks the split debug information;
-#   5. greps the READMEs and the bench report's text for the project's private words ("seed",
+#   5. greps the READMEs, docs/ and the bench report's text for the project's private words ("seed",
 #      issue numbers), which users would not understand.
 #
 # usage: examples/run.sh        (`make test` runs it; WL_PROFILE picks the cargo profile)
@@ -32,26 +33,28 @@ for tool in "$cc" "$cxx" pkg-config valgrind sqlite3 python3 readelf; do
     command -v "$tool" >/dev/null 2>&1 || die "$tool is missing; install what the tests need with: make deps"
 done
 
-# --- 1. the README's C and Rust blocks are the example files ---------------------------------
-if out="$(python3 - "$root/README.md" "$here" <<'PY'
+# --- 1. the C and Rust blocks of the README and docs/ are the example files -----------------
+if out="$(python3 - "$root" "$here" <<'PY'
 import pathlib, re, sys
-readme, examples = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+root, examples = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+pages = [root / "README.md"] + sorted((root / "docs").glob("*.md"))
 files = {"c": sorted(examples.glob("c/*.c")), "rust": sorted(examples.glob("*.rs"))}
 texts = {lang: {p: p.read_text() for p in paths} for lang, paths in files.items()}
-blocks = re.findall(r"^```(c|rust)\n(.*?)^```$", readme.read_text(), re.M | re.S)
+blocks = [(page, lang, body) for page in pages
+          for lang, body in re.findall(r"^```(c|rust)\n(.*?)^```$", page.read_text(), re.M | re.S)]
 problems, shown = [], set()
-for lang, body in blocks:
+for page, lang, body in blocks:
     match = [p for p, t in texts[lang].items() if t == body]
     if not match:
         first = body.strip().splitlines()[0] if body.strip() else "(empty)"
-        problems.append(f"a ```{lang} block of README.md (starting {first!r}) is no file under "
-                        f"examples/: copy the file into the README verbatim")
+        problems.append(f"a ```{lang} block of {page.relative_to(root)} (starting {first!r}) is no "
+                        f"file under examples/: copy the file into the page verbatim")
     shown.update(match)
 for lang, paths in files.items():
     for p in paths:
         if p not in shown:
-            problems.append(f"{p.relative_to(examples.parent)} is not shown in README.md")
-if not blocks:
+            problems.append(f"{p.relative_to(examples.parent)} is shown neither in README.md nor in docs/")
+if not any(page.name == "README.md" for page, _, _ in blocks):
     problems.append("README.md has no ```c or ```rust block")
 print("\n".join(problems) or f"{len(blocks)} blocks")
 sys.exit(1 if problems else 0)
@@ -64,12 +67,12 @@ else
     fail readme_blocks_are_example_files "${lines[@]}"
 fi
 
-# --- the READMEs and the bench report speak the users' words ---------------------------------
+# --- the READMEs, docs/ and the bench report speak the users' words --------------------------
 # Users know Exponential's driver, the ledger spec and SQLite's busy handler; the project's
 # private names for its sources and its tracker's issue numbers mean nothing to them. The bench
 # report is checked in its string literals (what it prints).
 found="$({
-    grep -nHiE '\bseeds?\b|\bseed'"'"'s|issues? #?[0-9]' README.md ./*/README.md 2>/dev/null
+    grep -nHiE '\bseeds?\b|\bseed'"'"'s|issues? #?[0-9]' README.md ./*/README.md docs/*.md 2>/dev/null
     grep -nHE '"[^"]*(\b[Ss]eeds?\b|[Ss]eed'"'"'s|[Ii]ssues? #?[0-9])[^"]*"' bench/src/*.rs 2>/dev/null
 } | head -20)"
 if [[ -n "$found" ]]; then
@@ -93,10 +96,56 @@ prefix="$tmp/prefix"
 WL_PROFILE="$profile" install_into "$prefix" "$tmp/install.log"
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
 # The hint install printed, as a user copies it.
-grep -qF "pkg-config --cflags --libs writerlock sqlite3) -Wl,-rpath,$prefix/lib" "$tmp/install.log" ||
-    fail install_hint "install's hint lacks the pkg-config line with sqlite3 and -Wl,-rpath:" \
+grep -qF "export PKG_CONFIG_PATH=$prefix/lib/pkgconfig" "$tmp/install.log" &&
+    grep -qF 'cc app.c $(pkg-config --cflags --libs writerlock) -Wl,-rpath,'"$prefix/lib" "$tmp/install.log" ||
+    fail install_hint "install's hint lacks PKG_CONFIG_PATH or the pkg-config line with -Wl,-rpath:" \
         "$(cat "$tmp/install.log")"
-flags=($(pkg-config --cflags --libs writerlock sqlite3))
+flags=($(pkg-config --cflags --libs writerlock))
+
+# --- the README's C build lines, verbatim -----------------------------------------------------
+# Each ```sh block of the README's C section runs as written in a directory holding queue.c,
+# with no PKG_CONFIG_PATH of ours: its `make install PREFIX=P` line becomes bindings/install.sh P
+# (make install builds the release profile first; the tests install what they built). The
+# default prefix stands in as the temporary one on pkg-config's and the loader's paths.
+readme_c="$tmp/readme-c"
+mkdir -p "$readme_c"
+if ! python3 - "$root/README.md" "$readme_c" <<'PY'
+import pathlib, re, sys
+text = pathlib.Path(sys.argv[1]).read_text()
+start = text.index("\n## C\n")
+end = text.find("\n## ", start + 1)
+blocks = re.findall(r"^```sh\n(.*?)^```$", text[start:end], re.M | re.S)
+for i, block in enumerate(blocks, 1):
+    pathlib.Path(sys.argv[2], f"block{i}.sh").write_text(block)
+sys.exit(0 if len(blocks) == 2 else 1)
+PY
+then
+    fail readme_c_build_lines "the README's C section should have two sh blocks (the default prefix, another prefix)"
+else
+    for block in "$readme_c"/block*.sh; do
+        name="readme_c_build_lines_$(basename "$block" .sh)"
+        dir="$readme_c/$(basename "$block" .sh)"
+        mkdir -p "$dir/home"
+        cp "$here/c/queue.c" "$dir/"
+        sed -i -E 's|^make install PREFIX=([^ ]+).*$|WL_PROFILE="$WL_PROFILE" "$WL_ROOT/bindings/install.sh" \1 >install.log \|\| exit 1|' "$block"
+        if grep -q 'install.sh /usr/local' "$block"; then
+            # The default prefix: what is installed under $prefix stands in for /usr/local.
+            sed -i '/install.sh \/usr\/local/d' "$block"
+            run_env=(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" LD_LIBRARY_PATH="$prefix/lib")
+        else
+            run_env=()
+        fi
+        if ! (cd "$dir" && env -u PKG_CONFIG_PATH -u LD_LIBRARY_PATH HOME="$dir/home" WL_ROOT="$root" \
+            WL_PROFILE="$profile" "${run_env[@]}" bash -euo pipefail "$block") >"$dir/build.log" 2>&1; then
+            fail "$name" "the README's lines failed:" "$(cat "$block")" "$(tail -8 "$dir/build.log")"
+        elif ! (cd "$dir" && env -u LD_LIBRARY_PATH "${run_env[@]}" ./queue db.sqlite) >"$dir/run.log" 2>&1 ||
+            [[ "$(sqlite3 "$dir/db.sqlite" 'SELECT count(*) FROM t' 2>&1)" != 1 ]]; then
+            fail "$name" "the program the README's lines built did not run and write its row:" "$(tail -5 "$dir/run.log")"
+        else
+            pass "$name"
+        fi
+    done
+fi
 
 # row_count DB TABLE: the number of rows, or a message.
 row_count() {
@@ -165,6 +214,7 @@ for source in "$here"/*.rs; do
     mkdir -p "$dir"
     case "$name" in
     queue) rows=1 table=ezurl ;;
+    transaction) rows=1 table=t ;;
     interrupt)
         # Writes nothing: its wait must end early (the flag is set at 0.3 s), with the
         # interrupted message quoting the measured wait; a loaded machine may end it late, so

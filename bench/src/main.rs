@@ -325,7 +325,7 @@ fn record(
         .and_then(|()| std::fs::write(file, text));
     written.map_err(|e| format!("writing {}: {e}", file.display()))?;
     println!(
-        "writerlock-bench: results recorded in {} (make bench-readme puts them in README.md)",
+        "writerlock-bench: results recorded in {} (make bench-readme puts them in docs/performance.md)",
         file.display()
     );
     Ok(())

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 pub const MEASURED: [&str; 2] = ["src", "bench"];
 
 /// What under them is not measured code: the committed results, the bench's
-/// documentation and the script that copies the results into README.md
+/// documentation and the script that copies the results into docs/performance.md
 /// (bench/readme.py keeps the same list).
 const NOT_MEASURED: [&str; 3] = [
     ":(exclude)bench/results",

@@ -65,12 +65,13 @@ cmp -s "$prefix/include/writerlock.h" include/writerlock.h || problems+=("the in
 flags="$(pkg-config --cflags --libs writerlock)"
 [[ "$flags" == *"-I$prefix/include"* && "$flags" == *"-lwriterlock"* ]] || problems+=("pkg-config gives '$flags'")
 [[ "$(pkg-config --static --libs writerlock)" == *"-lsqlite3"* ]] || problems+=("a static link does not get -lsqlite3")
-[[ "$(pkg-config --print-requires-private writerlock)" == sqlite3* ]] || problems+=("writerlock.pc lacks Requires.private: sqlite3")
+[[ "$(pkg-config --print-requires writerlock)" == sqlite3* ]] || problems+=("writerlock.pc lacks Requires: sqlite3")
+[[ "$flags" == *"-lsqlite3"* ]] || problems+=("pkg-config --libs writerlock gives '$flags', without -lsqlite3: a program that calls SQLite would not link")
 grep -q '^URL:.*example' "$prefix/lib/pkgconfig/writerlock.pc" && problems+=("writerlock.pc names a placeholder URL")
 grep -qF -- "-Wl,-rpath,$prefix/lib" "$tmp/install.log" && grep -qF "LD_LIBRARY_PATH=$prefix/lib" "$tmp/install.log" ||
     problems+=("install's hint does not say how programs find $prefix/lib at run time")
-grep -qF "pkg-config --cflags --libs writerlock sqlite3" "$tmp/install.log" ||
-    problems+=("install's hint does not name sqlite3 in its pkg-config line")
+grep -qF 'cc app.c $(pkg-config --cflags --libs writerlock)' "$tmp/install.log" ||
+    problems+=("install's hint lacks the pkg-config build line")
 [[ -f "$prefix/share/writerlock/writerlock.supp" ]] || problems+=("the valgrind suppression file is not installed")
 [[ -x "$prefix/bin/writerlock" ]] || problems+=("the writerlock command is not installed in $prefix/bin")
 for f in "$lib" "$prefix/bin/writerlock"; do

@@ -3,9 +3,10 @@
 //!
 //! The checklist an administrator otherwise works through by hand:
 //!
-//! 1. `SQLiteTransactionWait` is below PHP-FPM's `request_terminate_timeout` and Velocity's
-//!    `requestTimeout`, so a waiting request fails with a clear message instead of being
-//!    killed;
+//! 0. the site's SQLite driver is the queued `eZSQLite3QueuedDB`, not the stock `eZSQLite3DB`;
+//! 1. `SQLiteTransactionWait` is below PHP's `max_execution_time`, PHP-FPM's
+//!    `request_terminate_timeout` and Velocity's `requestTimeout`, so a waiting request fails
+//!    with a clear message instead of being killed;
 //! 2. no settings override still sets the old value 60;
 //! 3. VACUUM and large imports run in maintenance mode, not from cronjobs while editors work;
 //! 4. `grep -c "database is busy" var/log/error.log` is 0 (or explained).
@@ -28,9 +29,13 @@ pub const CHECK_HELP: &str = "\
 Works through the checklist of Exponential's SQLite write queue for one site, and prints \
 each item with pass, fail or cannot tell, and why:
 
+  queued-driver      [DatabaseSettings] DatabaseImplementation loads the queued driver \
+eZSQLite3QueuedDB (the writerlock extension), not Exponential's stock eZSQLite3DB, which has no \
+write queue
   transaction-wait   [DatabaseSettings] SQLiteTransactionWait (default 25 s) is below \
-PHP-FPM's request_terminate_timeout and Velocity's requestTimeout, so a waiting request fails \
-with a clear message instead of being killed
+PHP's max_execution_time (the pool's php_value or php_admin_value, or the php.ini beside \
+pool.d/), PHP-FPM's request_terminate_timeout and Velocity's requestTimeout, so a waiting \
+request fails with a clear message instead of being killed
   old-value-60       no settings override still sets SQLiteTransactionWait=60 (the value \
 releases before 6.0.15 shipped)
   maintenance        VACUUM and large imports do not run from cronjobs while editors work \
@@ -77,8 +82,8 @@ pub struct CheckArgs {
     /// The SQLite database, when [DatabaseSettings] Database does not lead to it.
     #[arg(long, value_name = "FILE")]
     pub database: Option<PathBuf>,
-    /// Print the report as JSON on stdout.
-    #[arg(long)]
+    /// Whether to print JSON: the command line's global `--json`.
+    #[arg(skip)]
     pub json: bool,
 }
 
@@ -169,6 +174,7 @@ pub fn check(args: &CheckArgs) -> Result<Report, CliError> {
     }
     let settings = Settings::read(site);
     let items = vec![
+        queued_driver(&settings),
         transaction_wait(site, &settings, &args.fpm_pools),
         old_value(&settings),
         maintenance(site),
@@ -309,6 +315,22 @@ impl Settings {
 
     fn sources(&self) -> Vec<String> {
         self.files.iter().map(|f| relative(&self.site, f)).collect()
+    }
+
+    /// `[ExtensionSettings] ActiveExtensions[]` and `ActiveAccessExtensions[]`, from every
+    /// settings file read (they add up).
+    fn active_extensions(&self) -> Vec<String> {
+        self.defaults
+            .iter()
+            .chain(&self.extensions)
+            .chain(&self.siteaccesses)
+            .chain(&self.overrides)
+            .filter(|s| {
+                s.section == "ExtensionSettings"
+                    && (s.key == "ActiveExtensions" || s.key == "ActiveAccessExtensions")
+            })
+            .map(|s| s.value.clone())
+            .collect()
     }
 }
 
@@ -514,10 +536,39 @@ fn transaction_wait(site: &Path, settings: &Settings, pools: &[PathBuf]) -> Item
         };
         let mut pool = String::from("pool");
         let mut timeout: Option<Setting> = None;
+        let mut execution: Option<Setting> = None;
         for s in parse_ini(file, &text) {
             if s.key == "request_terminate_timeout" {
                 pool.clone_from(&s.section);
                 timeout = Some(s);
+            } else if s.key == "php_value[max_execution_time]"
+                || s.key == "php_admin_value[max_execution_time]"
+            {
+                pool.clone_from(&s.section);
+                execution = Some(s);
+            }
+        }
+        // PHP's own limit: the pool's php_value / php_admin_value, else the php.ini of the
+        // PHP-FPM the pool belongs to (/etc/php/8.2/fpm/php.ini beside pool.d/).
+        let execution = match execution {
+            Some(s) => Some((format!("PHP-FPM pool [{pool}] {}", s.key), s)),
+            None => fpm_php_ini(file, &mut sources, &mut unreadable)
+                .map(|s| (format!("{} max_execution_time", s.file.display()), s)),
+        };
+        if let Some((what, s)) = execution {
+            match wait_limit(&s.value) {
+                Some(0.0) => {}
+                Some(seconds) => limits.push(Limit {
+                    what,
+                    seconds,
+                    place: format!("{}:{}", s.file.display(), s.line),
+                }),
+                None => unreadable.push(format!(
+                    "{}:{}: max_execution_time = {} is not a number of seconds",
+                    s.file.display(),
+                    s.line,
+                    s.value
+                )),
             }
         }
         // Unset or 0: PHP-FPM never ends a request; the wait is the only limit.
@@ -566,9 +617,9 @@ fn transaction_wait(site: &Path, settings: &Settings, pools: &[PathBuf]) -> Item
             result: Outcome::Fail,
             why: format!(
                 "SQLiteTransactionWait is {} s ({wait_from}), not below {}: a request waiting \
-                 for its turn is killed before the queue can fail it with a clear message; \
-                 lower SQLiteTransactionWait, or raise the timeout, keeping the wait a few \
-                 seconds below it",
+                 for its turn is ended by that limit before the queue can fail it with a clear \
+                 message; lower SQLiteTransactionWait, or raise the limit, keeping the wait a \
+                 few seconds below it",
                 trim(wait),
                 list.join(", ")
             ),
@@ -774,14 +825,18 @@ fn busy_log(site: &Path) -> Item {
     let name = "busy-log";
     let log = site.join("var/log/error.log");
     let sources = vec![relative(site, &log)];
-    // Line numbers of the busy lines, and how many waited their whole limit.
+    // Line numbers of the busy lines; how many were transactions that waited their whole
+    // limit, and single statements that waited their busy timeout.
     let mut busy: Vec<usize> = Vec::new();
     let mut whole_wait = 0usize;
+    let mut statements = 0usize;
     let scanned = scan_lines(&log, |n, line| {
         if line.contains("database is busy") {
             busy.push(n);
             if line.contains("another write held the lock all that time") {
                 whole_wait += 1;
+            } else if line.contains("the statement waited") {
+                statements += 1;
             }
         }
     });
@@ -817,21 +872,10 @@ fn busy_log(site: &Path) -> Item {
             sources,
         };
     }
-    let first = busy[0];
-    let last = busy[busy.len() - 1];
     Item {
         name,
         result: Outcome::Fail,
-        why: format!(
-            "grep -c \"database is busy\" {log} is {n} (lines {first}..{last}; {whole_wait} \
-             transactions waited their whole limit): one write held the lock for the whole \
-             wait. Look at what ran then in {log} and the cron log (a VACUUM, a large import, \
-             a script or a sqlite3 shell left inside BEGIN). Raising SQLiteTransactionWait \
-             helps only when the holder was legitimately long; if the queue is regularly \
-             longer than the wait during normal editing, {BEYOND_ONE_MACHINE}",
-            log = relative(site, &log),
-            n = busy.len(),
-        ),
+        why: busy_findings(&relative(site, &log), &busy, whole_wait, statements),
         sources,
     }
 }
@@ -1027,6 +1071,183 @@ fn filesystem_item(shown: String, fs: FileSystemStatus) -> Item {
             sources,
         },
     }
+}
+
+/// What the busy lines of the error log say, in words that agree with their own counts:
+/// `busy` holds their line numbers, `whole_wait` how many were transactions that waited their
+/// whole limit, `statements` how many were single statements that waited their busy timeout.
+fn busy_findings(log: &str, busy: &[usize], whole_wait: usize, statements: usize) -> String {
+    let n = busy.len();
+    let lines = match busy {
+        [one] => format!("line {one}"),
+        [first, .., last] => format!("lines {first} to {last}"),
+        [] => "no line".to_string(),
+    };
+    let count = |n: usize, one: &str, many: &str| {
+        if n == 1 {
+            format!("1 {one}")
+        } else {
+            format!("{n} {many}")
+        }
+    };
+    let mut kinds = Vec::new();
+    if whole_wait > 0 {
+        kinds.push(count(
+            whole_wait,
+            "transaction waited its whole limit while one write held the lock all that time",
+            "transactions waited their whole limit while one write held the lock all that time",
+        ));
+    }
+    if statements > 0 {
+        kinds.push(count(
+            statements,
+            "single statement waited its whole busy timeout for another write to end",
+            "single statements waited their whole busy timeout for another write to end",
+        ));
+    }
+    let others = n - whole_wait - statements;
+    if others > 0 {
+        kinds.push(count(
+            others,
+            "other line says the database was busy",
+            "other lines say the database was busy",
+        ));
+    }
+    format!(
+        "grep -c \"database is busy\" {log} is {n} ({lines}): {}. Look at what ran then in \
+         {log} and the cron log (a VACUUM, a large import, a script or a sqlite3 shell left \
+         inside BEGIN). Raising SQLiteTransactionWait helps only when the holder was \
+         legitimately long; if the queue is regularly longer than the wait during normal \
+         editing, {BEYOND_ONE_MACHINE}",
+        kinds.join("; ")
+    )
+}
+
+/// PHP's `max_execution_time` from the php.ini of the PHP-FPM a pool file belongs to
+/// (`/etc/php/8.2/fpm/php.ini` for `/etc/php/8.2/fpm/pool.d/www.conf`), when there is one.
+fn fpm_php_ini(
+    pool: &Path,
+    sources: &mut Vec<String>,
+    unreadable: &mut Vec<String>,
+) -> Option<Setting> {
+    let dir = pool.parent()?;
+    if dir.file_name()? != "pool.d" {
+        return None;
+    }
+    let ini = dir.parent()?.join("php.ini");
+    match read_settings_text(&ini) {
+        Ok(Some(text)) => {
+            sources.push(ini.display().to_string());
+            parse_ini(&ini, &text)
+                .into_iter()
+                .rfind(|s| s.key == "max_execution_time")
+        }
+        Ok(None) => None,
+        Err(e) => {
+            unreadable.push(format!("{}: {e}", ini.display()));
+            None
+        }
+    }
+}
+
+/// Seconds of a PHP limit such as `max_execution_time` (a whole number; 0 is no limit).
+fn wait_limit(value: &str) -> Option<f64> {
+    let v: f64 = value.trim().trim_matches('"').parse().ok()?;
+    (v.is_finite() && v >= 0.0).then_some(v)
+}
+
+/// The class Exponential's queued driver is (`extension/writerlock` sets it as the alias).
+const QUEUED_DRIVER: &str = "eZSQLite3QueuedDB";
+
+/// Whether `[DatabaseSettings] DatabaseImplementation` loads the queued driver: through an
+/// `ImplementationAlias[...]` naming `eZSQLite3QueuedDB`, set in the site's own settings or
+/// by an extension the site activates (`[ExtensionSettings] ActiveExtensions[]`).
+fn queued_driver(settings: &Settings) -> Item {
+    let name = "queued-driver";
+    let site = &settings.site;
+    let sources = settings.sources();
+    let Some(implementation) = settings.effective("DatabaseImplementation").pop() else {
+        return Item {
+            name,
+            result: Outcome::CannotTell,
+            why: "no settings file read sets [DatabaseSettings] DatabaseImplementation: which \
+                  driver the site loads is not known"
+                .into(),
+            sources,
+        };
+    };
+    let chosen = implementation.value.to_ascii_lowercase();
+    let alias = settings
+        .effective(&format!("ImplementationAlias[{}]", implementation.value))
+        .pop()
+        .filter(|a| a.value.eq_ignore_ascii_case(QUEUED_DRIVER));
+    let setup = "install writerlock.so, copy the queued driver's folder to extension/writerlock, \
+                 add [ExtensionSettings] ActiveExtensions[]=writerlock and \
+                 DatabaseImplementation=sqlite3 to settings/override/site.ini.append.php, and run \
+                 php bin/php/ezpgenerateautoloads.php --extension";
+    let Some(alias) = alias else {
+        let why = if chosen.contains("sqlite") {
+            format!(
+                "DatabaseImplementation={} at {} loads Exponential's stock eZSQLite3DB: writers \
+                 are not queued, and a transaction that reads and then writes fails with \
+                 \"database is locked\"; {setup}",
+                implementation.value,
+                implementation.place(site)
+            )
+        } else {
+            format!(
+                "DatabaseImplementation={} at {} is not Exponential's SQLite driver: the queue's \
+                 checklist is for sites on SQLite; for SQLite, {setup}",
+                implementation.value,
+                implementation.place(site)
+            )
+        };
+        return Item {
+            name,
+            result: Outcome::Fail,
+            why,
+            sources,
+        };
+    };
+    // An alias from an extension's settings counts only while the extension is active.
+    if let Some(extension) = extension_of(site, &alias.file) {
+        let active = settings.active_extensions();
+        if !active.iter().any(|a| a == &extension) {
+            return Item {
+                name,
+                result: Outcome::Fail,
+                why: format!(
+                    "ImplementationAlias[{}]={} at {} belongs to extension/{extension}, which \
+                     the site does not activate: the stock eZSQLite3DB is loaded; add \
+                     [ExtensionSettings] ActiveExtensions[]={extension} to \
+                     settings/override/site.ini.append.php",
+                    implementation.value,
+                    alias.value,
+                    alias.place(site)
+                ),
+                sources,
+            };
+        }
+    }
+    Item {
+        name,
+        result: Outcome::Pass,
+        why: format!(
+            "DatabaseImplementation={} loads the queued driver ({} at {})",
+            implementation.value,
+            alias.value,
+            alias.place(site)
+        ),
+        sources,
+    }
+}
+
+/// The extension a settings file belongs to (`extension/NAME/settings/...`), if any.
+fn extension_of(site: &Path, file: &Path) -> Option<String> {
+    let rest = file.strip_prefix(site.join("extension")).ok()?;
+    rest.components()
+        .next()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
 }
 
 fn trim(seconds: f64) -> String {

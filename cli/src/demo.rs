@@ -87,8 +87,8 @@ pub struct DemoArgs {
     /// The queue mode's transaction wait (below 1 s raised to 1 s).
     #[arg(long, value_name = "DURATION", value_parser = crate::duration::parse, default_value = "25s")]
     pub wait: Duration,
-    /// Print the results as JSON on stdout.
-    #[arg(long)]
+    /// Whether to print JSON: the command line's global `--json`.
+    #[arg(skip)]
     pub json: bool,
 }
 

@@ -43,6 +43,10 @@ use crate::error::CliError;
         exit status."
 )]
 struct Cli {
+    /// Print JSON on stdout (one document; JSON lines for the pg watch loops); errors too,
+    /// as a JSON object. Accepted before or after the subcommand.
+    #[arg(long, global = true)]
+    json: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -71,14 +75,14 @@ enum Command {
 }
 
 impl Command {
-    /// Whether the command was asked for JSON output (`--json`).
-    fn json(&self) -> bool {
+    /// Hands the global `--json` to the subcommand that prints.
+    fn set_json(&mut self, json: bool) {
         match self {
-            Command::Demo(args) => args.json,
-            Command::Status(args) => args.json,
-            Command::Check(args) => args.json,
-            Command::Pg(args) => args.json,
-            Command::DemoWorker(_) | Command::Hold(_) => false,
+            Command::Demo(args) => args.json = json,
+            Command::Status(args) => args.json = json,
+            Command::Check(args) => args.json = json,
+            Command::Pg(args) => args.json = json,
+            Command::DemoWorker(_) | Command::Hold(_) => {}
         }
     }
 }
@@ -110,13 +114,7 @@ fn parse() -> Result<Cli, ExitCode> {
             Err(ExitCode::from(u8::try_from(err.exit_code()).unwrap_or(2)))
         }
         Err(err) => {
-            let text = err.to_string();
-            let first = text.split("\n\n").next().unwrap_or("invalid arguments");
-            let first = first.strip_prefix("error: ").unwrap_or(first);
-            let message = format!(
-                "{}; see writerlock --help",
-                output::one_line(first).trim_end_matches('.')
-            );
+            let message = usage_error(&err);
             let json = std::env::args_os().any(|a| a == "--json");
             report_error(&message, 2, json);
             Err(ExitCode::from(2))
@@ -124,12 +122,58 @@ fn parse() -> Result<Cli, ExitCode> {
     }
 }
 
+/// A usage error as one line: clap's first sentence, its suggestion of a similar subcommand
+/// or flag when it has one, and the help of the command that was being parsed
+/// (`writerlock pg sttings` points to `writerlock pg --help`).
+fn usage_error(err: &clap::Error) -> String {
+    use clap::error::{ContextKind, ContextValue};
+    let text = err.to_string();
+    let first = text.split("\n\n").next().unwrap_or("invalid arguments");
+    let first = first.strip_prefix("error: ").unwrap_or(first);
+    let mut message = output::one_line(first).trim_end_matches('.').to_string();
+    let suggested: Vec<String> = [ContextKind::SuggestedSubcommand, ContextKind::SuggestedArg]
+        .into_iter()
+        .filter_map(|kind| match err.get(kind) {
+            Some(ContextValue::String(s)) => Some(vec![s.clone()]),
+            Some(ContextValue::Strings(v)) => Some(v.clone()),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    if !suggested.is_empty() {
+        let names: Vec<String> = suggested.iter().map(|s| format!("'{s}'")).collect();
+        message.push_str(&format!(" (did you mean {}?)", names.join(" or ")));
+    }
+    format!("{message}; see {} --help", command_path(err))
+}
+
+/// The command whose arguments failed to parse, from clap's usage line
+/// (`Usage: writerlock pg [OPTIONS] <COMMAND>` is `writerlock pg`).
+fn command_path(err: &clap::Error) -> String {
+    use clap::error::{ContextKind, ContextValue};
+    let usage = match err.get(ContextKind::Usage) {
+        Some(ContextValue::StyledStr(s)) => s.to_string(),
+        _ => String::new(),
+    };
+    let words: Vec<&str> = usage
+        .split_whitespace()
+        .skip_while(|w| w.ends_with(':'))
+        .take_while(|w| !w.starts_with(['[', '<', '-']))
+        .collect();
+    if words.first() == Some(&"writerlock") {
+        words.join(" ")
+    } else {
+        "writerlock".to_string()
+    }
+}
+
 fn main() -> ExitCode {
-    let cli = match parse() {
+    let mut cli = match parse() {
         Ok(cli) => cli,
         Err(code) => return code,
     };
-    let json = cli.command.json();
+    let json = cli.json;
+    cli.command.set_json(json);
     let result: Result<ExitCode, CliError> = match cli.command {
         Command::Demo(args) => demo::run(&args),
         Command::Status(args) => status::run(&args),

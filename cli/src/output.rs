@@ -210,19 +210,18 @@ impl Progress {
         self.last_draw = Some(Instant::now());
     }
 
-    /// Ends the bar: clears it on a terminal, prints a closing line otherwise.
+    /// Ends the bar: clears it on a terminal, prints a closing line otherwise. The closing
+    /// line gives no time: the results table's `total` is the run's one total (from the
+    /// shared start to the last commit), and a second figure measured from another start
+    /// would only disagree with it.
     pub fn finish(self) {
         if self.tty {
             eprint!("\r\x1b[2K");
             let _ = io::stderr().flush();
         } else {
             eprintln!(
-                "{}: {} of {} publishes done, {} failed, in {}",
-                self.label,
-                self.done,
-                self.total,
-                self.failed,
-                crate::duration::human(self.started.elapsed())
+                "{}: {} of {} publishes done, {} failed",
+                self.label, self.done, self.total, self.failed,
             );
         }
     }

@@ -68,8 +68,8 @@ pub struct PgArgs {
         value_name = "URL"
     )]
     pub url: Option<String>,
-    /// Print JSON on stdout (one document; JSON lines for the watch loops).
-    #[arg(long, global = true)]
+    /// Whether to print JSON: the command line's global `--json`.
+    #[arg(skip)]
     pub json: bool,
     /// What to check.
     #[command(subcommand)]

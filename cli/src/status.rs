@@ -42,8 +42,8 @@ never creates the lock files.";
 pub struct StatusArgs {
     /// The SQLite database file.
     pub db: PathBuf,
-    /// Print the status as JSON on stdout.
-    #[arg(long)]
+    /// Whether to print JSON: the command line's global `--json`.
+    #[arg(skip)]
     pub json: bool,
 }
 
@@ -133,9 +133,7 @@ pub struct Status {
     pub holder: Option<HolderStatus>,
     /// How many writers wait (shared flocks on the queue file).
     pub waiting: usize,
-    /// Their pids, oldest first (see `queue`).
-    pub waiters: Vec<u32>,
-    /// The waiters oldest first, with command and time waited: in arrival order from the
+    /// The waiters oldest first, each with its pid, with command and time waited: in arrival order from the
     /// hand-off page where they have a slot there, then those without one (a writer using
     /// Exponential's driver protocol alone), oldest process first.
     pub queue: Vec<WaiterStatus>,
@@ -143,9 +141,7 @@ pub struct Status {
     /// protocol, which never blocks).
     pub blocked: Vec<u32>,
     /// Processes holding SQLite's own write lock on the database, its `-wal` or `-shm`,
-    /// other than the queue's holder: writers outside the queue.
-    pub outside_queue: Vec<u32>,
-    /// The same processes with their command lines.
+    /// other than the queue's holder (writers outside the queue), with their command lines.
     pub outside: Vec<ProcessStatus>,
     /// The file system.
     pub filesystem: FileSystemStatus,
@@ -213,10 +209,8 @@ fn inspect(db: &Path) -> Result<Status, CliError> {
         },
         holder,
         waiting: found.waiting,
-        waiters: queue.iter().map(|w| w.pid).collect(),
         queue,
         blocked: found.blocked,
-        outside_queue: found.outside.iter().map(|p| p.pid).collect(),
         outside: found
             .outside
             .into_iter()
@@ -417,7 +411,7 @@ fn print_status(s: &Status) -> Result<(), CliError> {
             "outside",
             &format!(
                 "SQLite's write lock is held outside the queue by {}",
-                pid_list(&s.outside_queue)
+                pid_list(&s.outside.iter().map(|p| p.pid).collect::<Vec<_>>())
             ),
         );
         for p in &s.outside {

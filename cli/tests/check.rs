@@ -122,7 +122,8 @@ fn why(report: &serde_json::Value, name: &str) -> String {
 }
 
 /// Every item of the checklist, in the report's order.
-const ITEMS: [&str; 6] = [
+const ITEMS: [&str; 7] = [
+    "queued-driver",
     "transaction-wait",
     "old-value-60",
     "maintenance",
@@ -181,6 +182,8 @@ fn a_site_with_every_problem_fails_each_item_and_exits_3() {
         "{QUIET_CRON}[ Mar 01 2026 03:10:00 ] Running cronjob part: sqlite_vacuum (VACUUM)\n"
     );
     let site = site("60", "30s", &errors, &cron);
+    // Still on the stock driver: no alias to the queued one.
+    stock_driver(&site, "60");
     // The database file holds something that is not SQLite.
     fs::write(
         site.root.join("var/storage/sqlite3/exponential.db"),
@@ -190,12 +193,12 @@ fn a_site_with_every_problem_fails_each_item_and_exits_3() {
     let (code, report) = check_json(&site);
     // Every item but local-filesystem, which a fixture on this machine's disk cannot fail
     // (the unit tests of the command fail it from a network file system's magic number).
-    assert_results(&report, &ITEMS[..5], "fail");
+    assert_results(&report, &ITEMS[..6], "fail");
     assert_eq!(code, Some(3), "a failed item exits 3: {report:#}");
-    assert_eq!(report["failed"], 5);
+    assert_eq!(report["failed"], 6);
     let why = |name| why(&report, name);
     assert!(
-        why("old-value-60").contains("settings/override/site.ini.append.php:6"),
+        why("old-value-60").contains("settings/override/site.ini.append.php:5"),
         "{}",
         why("old-value-60")
     );
@@ -328,4 +331,174 @@ fn a_missing_error_log_is_cannot_tell_not_pass() {
     let (_, report) = check_json(&site);
     assert_eq!(result_of(&report, "busy-log"), "cannot tell", "{report:#}");
     assert!(why(&report, "busy-log").contains("VarDir"), "{report:#}");
+}
+
+/// Rewrites the global override without the alias to the queued driver: the site loads
+/// Exponential's stock eZSQLite3DB.
+fn stock_driver(site: &Site, wait: &str) {
+    write(
+        &site.root.join("settings/override/site.ini.append.php"),
+        &append_php(&format!(
+            "[DatabaseSettings]\nDatabaseImplementation=sqlite3\nSQLiteTransactionWait={wait}"
+        )),
+    );
+}
+
+#[test]
+fn a_site_still_on_the_stock_driver_fails() {
+    let site = site("20", "30s", QUIET_ERRORS, QUIET_CRON);
+    stock_driver(&site, "20");
+    let (code, report) = check_json(&site);
+    assert_eq!(result_of(&report, "queued-driver"), "fail", "{report:#}");
+    let why = why(&report, "queued-driver");
+    assert!(
+        why.contains("DatabaseImplementation=sqlite3 at settings/override/site.ini.append.php:4")
+            && why.contains("stock eZSQLite3DB")
+            && why.contains("ActiveExtensions[]=writerlock"),
+        "{why}"
+    );
+    assert_eq!(code, Some(3), "{report:#}");
+    assert_eq!(report["failed"], 1, "only the driver: {report:#}");
+    let text = String::from_utf8_lossy(&check(&site, false).stdout).into_owned();
+    assert!(text.ends_with("1 item failed\n"), "{text}");
+}
+
+#[test]
+fn the_queued_drivers_extension_folder_counts_only_when_active() {
+    let site = site("20", "30s", QUIET_ERRORS, QUIET_CRON);
+    stock_driver(&site, "20");
+    // The folder as shipped, with its own settings setting the alias.
+    let shipped = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../php-ext/driver/writerlock/settings/site.ini.append.php");
+    let ext = site
+        .root
+        .join("extension/writerlock/settings/site.ini.append.php");
+    write(
+        &ext,
+        &fs::read_to_string(&shipped).expect("the shipped settings"),
+    );
+    let (_, report) = check_json(&site);
+    assert_eq!(result_of(&report, "queued-driver"), "fail", "{report:#}");
+    assert!(
+        why(&report, "queued-driver").contains("does not activate"),
+        "{report:#}"
+    );
+    write(
+        &site.root.join("settings/override/site.ini.append.php"),
+        &append_php(
+            "[ExtensionSettings]\nActiveExtensions[]=writerlock\n\n[DatabaseSettings]\n\
+             DatabaseImplementation=sqlite3\nSQLiteTransactionWait=20",
+        ),
+    );
+    let (code, report) = check_json(&site);
+    assert_eq!(result_of(&report, "queued-driver"), "pass", "{report:#}");
+    assert!(
+        why(&report, "queued-driver").contains("eZSQLite3QueuedDB"),
+        "{report:#}"
+    );
+    assert_eq!(code, Some(0), "{report:#}");
+}
+
+#[test]
+fn a_max_execution_time_below_the_wait_fails() {
+    // In the pool file.
+    let site = site("25", "30s", QUIET_ERRORS, QUIET_CRON);
+    write(
+        &site.pool,
+        "[www]\nuser = www-data\nrequest_terminate_timeout = 30s\n\
+         php_admin_value[max_execution_time] = 5\n",
+    );
+    let (code, report) = check_json(&site);
+    assert_eq!(result_of(&report, "transaction-wait"), "fail", "{report:#}");
+    let wait = why(&report, "transaction-wait");
+    assert!(
+        wait.contains("SQLiteTransactionWait is 25 s")
+            && wait.contains("php_admin_value[max_execution_time] = 5 s"),
+        "{wait}"
+    );
+    assert_eq!(code, Some(3), "{report:#}");
+
+    // In the php.ini of the PHP-FPM the pool belongs to (fpm/php.ini beside fpm/pool.d/).
+    let site = self::site("25", "30s", QUIET_ERRORS, QUIET_CRON);
+    let fpm = site.pool.parent().expect("a parent").join("php/8.2/fpm");
+    let pool = fpm.join("pool.d/www.conf");
+    write(&pool, "[www]\nrequest_terminate_timeout = 30s\n");
+    write(
+        &fpm.join("php.ini"),
+        "[PHP]\nengine = On\nmax_execution_time = 5\nmemory_limit = 128M\n",
+    );
+    let args = [
+        "check",
+        "--site",
+        site.root.to_str().expect("utf-8"),
+        "--fpm-pool",
+        pool.to_str().expect("utf-8"),
+        "--json",
+    ];
+    let out = run(&args);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(result_of(&report, "transaction-wait"), "fail", "{report:#}");
+    let wait = why(&report, "transaction-wait");
+    assert!(
+        wait.contains("php.ini max_execution_time = 5 s") && wait.contains("php.ini:3"),
+        "{wait}"
+    );
+    assert_eq!(out.status.code(), Some(3));
+
+    // 0 is no limit, and 30 is above the wait: both pass.
+    for value in ["0", "30"] {
+        write(
+            &fpm.join("php.ini"),
+            &format!("[PHP]\nmax_execution_time = {value}\n"),
+        );
+        let out = run(&args);
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        assert_eq!(
+            result_of(&report, "transaction-wait"),
+            "pass",
+            "{value}: {report:#}"
+        );
+    }
+}
+
+#[test]
+fn busy_log_findings_agree_with_their_figures() {
+    let statement = "database is busy: the statement waited 5.0 s for another write to end \
+                     (limit 5 s, [DatabaseSettings] SQLiteBusyTimeout) and was not run; \
+                     nothing was written\n";
+    let site = site(
+        "20",
+        "30s",
+        &format!("{QUIET_ERRORS}{statement}"),
+        QUIET_CRON,
+    );
+    let (_, report) = check_json(&site);
+    let busy = why(&report, "busy-log");
+    assert_eq!(result_of(&report, "busy-log"), "fail", "{report:#}");
+    // One line: "line 3", not "lines 3..3"; and no claim of a transaction that waited its
+    // whole limit when none did.
+    assert!(busy.contains("is 1 (line 3)"), "{busy}");
+    assert!(
+        busy.contains("1 single statement waited its whole busy timeout"),
+        "{busy}"
+    );
+    assert!(!busy.contains("transaction"), "{busy}");
+
+    let transaction = "database is busy: the transaction could not start within 25 s (waited \
+                       25.0 s, [DatabaseSettings] SQLiteTransactionWait), another write held the \
+                       lock all that time; nothing was written\n";
+    let site = self::site(
+        "20",
+        "30s",
+        &format!("{QUIET_ERRORS}{transaction}{statement}{transaction}"),
+        QUIET_CRON,
+    );
+    let (_, report) = check_json(&site);
+    let busy = why(&report, "busy-log");
+    assert!(busy.contains("is 3 (lines 3 to 5)"), "{busy}");
+    assert!(
+        busy.contains("2 transactions waited their whole limit")
+            && busy.contains("1 single statement waited"),
+        "{busy}"
+    );
 }

@@ -129,6 +129,14 @@ fn default_database_is_temporary_and_the_table_is_printed() {
         progress.contains("queue: 4 of 4 publishes done"),
         "{progress}"
     );
+    // One total per mode, the table's: the progress line gives none of its own (measured
+    // from another start, it disagreed with the table's).
+    assert!(
+        !progress
+            .lines()
+            .any(|l| l.contains("publishes done") && l.contains(" in ")),
+        "{progress}"
+    );
     // While the BEGIN IMMEDIATE mode runs, stderr says why it takes seconds, before its
     // progress.
     let why = progress

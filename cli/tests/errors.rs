@@ -107,3 +107,74 @@ fn bad_durations_are_refused() {
     let line = assert_one_line_error(&out);
     assert!(line.contains("--interval"), "{line}");
 }
+
+#[test]
+fn a_mistyped_subcommand_or_flag_gets_a_suggestion_and_the_right_help() {
+    // (arguments, what clap suggests, the help the message points to)
+    let cases: &[(&[&str], &str, &str)] = &[
+        (&["stauts", "x"], "'status'", "see writerlock --help"),
+        (&["pg", "sttings"], "'settings'", "see writerlock pg --help"),
+        (
+            &["status", "--jsno", "x"],
+            "'--json'",
+            "see writerlock status --help",
+        ),
+        (
+            &["check", "--sit", "x"],
+            "'--site'",
+            "see writerlock check --help",
+        ),
+        (
+            &["pg", "watch-idle", "--intervall", "5s"],
+            "'--interval'",
+            "see writerlock pg watch-idle --help",
+        ),
+    ];
+    for (args, suggestion, help) in cases {
+        let out = run(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let line = assert_one_line_error(&out);
+        assert!(
+            line.contains(&format!("did you mean {suggestion}?")),
+            "{args:?}: {line}"
+        );
+        assert!(line.ends_with(help), "{args:?}: {line}");
+    }
+    // With --json, the same line is also the JSON error object.
+    let out = run(&["--json", "stauts", "x"]);
+    let (line, doc) = assert_json_error(&out);
+    assert!(line.contains("did you mean 'status'?"), "{line}");
+    assert_eq!(doc["error"]["exit_status"], 2);
+}
+
+#[test]
+fn json_is_accepted_before_or_after_the_subcommand() {
+    let dir = TempDir::new("json-anywhere");
+    let db = dir.file("site.db");
+    rusqlite::Connection::open(&db)
+        .and_then(|c| c.execute_batch("CREATE TABLE t (x INTEGER)"))
+        .expect("a SQLite database");
+    let mut docs = Vec::new();
+    for args in [
+        &["--json", "status", &db][..],
+        &["status", "--json", &db][..],
+        &["status", &db, "--json"][..],
+    ] {
+        let mut doc = run_json(args);
+        doc["filesystem"]["magic"] = serde_json::Value::Null;
+        docs.push((args.to_vec(), doc));
+    }
+    for (args, doc) in &docs[1..] {
+        assert_eq!(doc, &docs[0].1, "{args:?} differs from {:?}", docs[0].0);
+    }
+    // pg subcommands too, and errors: a JSON error object either way.
+    let url = "postgresql://ledger@127.0.0.1:1/ledger";
+    for args in [
+        &["--json", "pg", "floor", "--url", url][..],
+        &["pg", "--json", "floor", "--url", url][..],
+        &["pg", "floor", "--url", url, "--json"][..],
+    ] {
+        let (_, doc) = assert_json_error(&run(args));
+        assert_eq!(doc["error"]["exit_status"], 1, "{args:?}");
+    }
+}

@@ -23,6 +23,16 @@ fn pids(v: &serde_json::Value) -> BTreeSet<u32> {
         .collect()
 }
 
+/// The pids of the waiters in a status document's `queue`.
+fn queue_pids(status: &serde_json::Value) -> BTreeSet<u32> {
+    status["queue"]
+        .as_array()
+        .expect("the queue")
+        .iter()
+        .map(|w| w["pid"].as_u64().expect("a pid") as u32)
+        .collect()
+}
+
 /// Waits for a child and asserts it succeeded.
 fn finish(mut child: Child, what: &str) {
     let status = child.wait().expect("wait for a child");
@@ -82,7 +92,7 @@ fn counts_a_real_holder_and_its_waiters_then_nobody() {
         held >= 0.0 && held <= upper,
         "held {held} s, upper bound {upper} s"
     );
-    assert_eq!(pids(&status["waiters"]), waiter_pids);
+    assert_eq!(queue_pids(&status), waiter_pids);
     // Oldest first, from the hand-off page: arrival order, command and time waited.
     let queue = status["queue"].as_array().expect("the queue");
     let order: Vec<u32> = queue
@@ -104,10 +114,6 @@ fn counts_a_real_holder_and_its_waiters_then_nobody() {
         let cmd = w["command"].as_str().expect("a waiter's command");
         assert!(cmd.contains("hold") && cmd.contains("--wait 60s"), "{cmd}");
     }
-    assert_eq!(
-        status["waiters"][0], started[0],
-        "waiters (pids) oldest first too"
-    );
     assert_eq!(status["filesystem"]["kind"], "local");
     assert!(status["filesystem"]["warning"].is_null());
 
@@ -203,7 +209,7 @@ fn sees_an_outside_flock_holder_with_an_unknown_hold_time() {
         .as_str()
         .is_some_and(|s| s.starts_with("unknown")));
     assert!(h["process_age_s"].as_f64().is_some_and(|a| a >= 0.0));
-    assert_eq!(pids(&status["waiters"]), waiter_pids);
+    assert_eq!(queue_pids(&status), waiter_pids);
     assert_eq!(
         status["queue"][0]["pid"],
         waiters[0].id(),
@@ -383,7 +389,7 @@ fn names_the_command_of_a_writer_outside_the_queue() {
     }
     let status = eventually(Duration::from_secs(20), "the shell's write lock", || {
         let s = status_json(&db);
-        (s["outside_queue"].as_array().is_some_and(|o| !o.is_empty())).then_some(s)
+        (s["outside"].as_array().is_some_and(|o| !o.is_empty())).then_some(s)
     });
     assert_eq!(status["outside"][0]["pid"], shell.id(), "{status}");
     let cmd = status["outside"][0]["command"]
@@ -400,4 +406,36 @@ fn names_the_command_of_a_writer_outside_the_queue() {
     );
     drop(shell.stdin.take());
     finish(shell, "the sqlite3 shell");
+}
+
+#[test]
+fn the_json_document_names_each_fact_once() {
+    let dir = TempDir::new("status-fields");
+    let db = dir.file("site.db");
+    rusqlite::Connection::open(&db)
+        .and_then(|c| c.execute_batch("CREATE TABLE t (x INTEGER)"))
+        .expect("a SQLite database");
+    let status = status_json(&db);
+    let keys: BTreeSet<&str> = status
+        .as_object()
+        .expect("an object")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    // The waiters are `queue` (with pid, command, wait) and the writers outside the queue
+    // `outside` (with pid and command): no second field repeats their pids.
+    let expected: BTreeSet<&str> = [
+        "database",
+        "lock_file",
+        "queue_file",
+        "holder",
+        "waiting",
+        "queue",
+        "blocked",
+        "outside",
+        "filesystem",
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(keys, expected, "{status}");
 }

@@ -1,7 +1,7 @@
 /* The SQLite write queue from C: one transaction in turn, then one queued statement.
  *
  * Build against the installed library:
- *   cc queue.c $(pkg-config --cflags --libs writerlock sqlite3) -o queue
+ *   cc queue.c $(pkg-config --cflags --libs writerlock) -o queue
  * Run it in a directory where it may create site.db (or pass another path). */
 #include <stdio.h>
 #include <sqlite3.h>

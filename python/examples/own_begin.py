@@ -2,9 +2,9 @@ import sqlite3
 
 import writerlock
 
-conn = sqlite3.connect("ledger.db", isolation_level=None)
+conn = sqlite3.connect("app.db", isolation_level=None)
 conn.execute("CREATE TABLE IF NOT EXISTS events (name TEXT)")
-queue = writerlock.WriterQueue("ledger.db")
+queue = writerlock.WriterQueue("app.db")
 with queue.turn(wait=25.0):                  # the writer turn alone, given back at the end
     conn.execute("BEGIN IMMEDIATE")          # your own transaction, inside the turn
     conn.execute("INSERT INTO events VALUES ('y')")

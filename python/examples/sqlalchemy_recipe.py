@@ -3,8 +3,8 @@ from sqlalchemy import event
 
 import writerlock
 
-engine = sqlalchemy.create_engine("sqlite:///ledger.db")
-queue = writerlock.WriterQueue("ledger.db")
+engine = sqlalchemy.create_engine("sqlite:///app.db")
+queue = writerlock.WriterQueue("app.db")
 
 
 @event.listens_for(engine, "connect")

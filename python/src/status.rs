@@ -50,10 +50,10 @@ fn process_dict<'py>(py: Python<'py>, p: &Process) -> PyResult<Bound<'py, PyDict
 /// The writer lock of the database at `path` as a dict, as `writerlock status --json` shows
 /// it: `lock_file` and `queue_file` (`{"path", "exists"}`), `holder` (None, or `pid`,
 /// `alive`, `command`, `held_for_s`, `held_for_source`, `process_age_s`,
-/// `descriptor_open_in`), `waiting` (how many), `waiters` (pids, oldest first), `queue` (the
-/// waiters oldest first: `pid`, `command`, `waited_s`, `ticket`, `process_age_s`), `blocked`
-/// (pids in a blocking flock on the lock file), `outside_queue` (pids holding SQLite's
-/// write lock other than the holder), `outside` (the same with `command`) and `filesystem`
+/// `descriptor_open_in`), `waiting` (how many), `queue` (the waiters oldest first: `pid`,
+/// `command`, `waited_s`, `ticket`, `process_age_s`), `blocked` (pids in a blocking flock on
+/// the lock file), `outside` (processes holding SQLite's write lock other than the holder:
+/// `pid`, `command`) and `filesystem`
 /// (`name`, `magic`, `kind`, `warning`). Reads only. Raises OSError when `/proc/locks`
 /// cannot be read.
 #[pyfunction]
@@ -73,7 +73,6 @@ pub fn lock_status(py: Python<'_>, path: PathBuf) -> PyResult<Bound<'_, PyDict>>
         s.holder.as_ref().map(|h| holder_dict(py, h)).transpose()?,
     )?;
     out.set_item("waiting", s.waiting)?;
-    out.set_item("waiters", s.queue.iter().map(|w| w.pid).collect::<Vec<_>>())?;
     let queue = s
         .queue
         .iter()
@@ -81,10 +80,6 @@ pub fn lock_status(py: Python<'_>, path: PathBuf) -> PyResult<Bound<'_, PyDict>>
         .collect::<PyResult<Vec<_>>>()?;
     out.set_item("queue", queue)?;
     out.set_item("blocked", &s.blocked)?;
-    out.set_item(
-        "outside_queue",
-        s.outside.iter().map(|p| p.pid).collect::<Vec<_>>(),
-    )?;
     let outside = s
         .outside
         .iter()

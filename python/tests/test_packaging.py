@@ -1,5 +1,5 @@
 """How the package is built and what it ships: one abi3 wheel from CPython 3.9, its version,
-its metadata (README, project URLs), and ``python -m writerlock status`` / ``demo``, which
+its metadata (README, classifiers, licence files, no placeholder URLs), and ``python -m writerlock status`` / ``demo``, which
 work without the ``writerlock`` command (they are Python over the installed module)."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 from typing import List
@@ -41,14 +42,53 @@ def test_the_wheel_is_abi3_from_cpython_3_9() -> None:
     assert native.name == "_native.abi3.so", native.name
 
 
-def test_metadata_has_the_readme_and_the_project_urls() -> None:
+def test_metadata_has_the_readme_classifiers_and_licence_and_no_placeholder() -> None:
     meta = importlib.metadata.metadata("writerlock")
-    urls = dict(u.split(", ", 1) for u in meta.get_all("Project-URL") or [])
-    assert {"Homepage", "Documentation", "Repository", "Issues"} <= set(urls), urls
     assert meta["Description-Content-Type"].startswith("text/markdown")
     body = meta.get_payload() or meta["Description"] or ""  # type: ignore[attr-defined]
     assert "writerlock.WriterQueue" in body and "python -m writerlock status" in body
+    # The PyPI page says how it installs: from Rust source, with a Rust toolchain.
+    assert "## Install" in body and "Rust 1.85" in body and "cargo" in body, body
     assert meta["Requires-Python"] == ">=3.9"
+    assert meta["License-Expression"] == "MIT OR Apache-2.0"
+    classifiers = meta.get_all("Classifier") or []
+    for wanted in (
+        "Operating System :: POSIX :: Linux",
+        "Programming Language :: Python :: 3.9",
+        "Programming Language :: Python :: 3.13",
+        "Programming Language :: Python :: Implementation :: CPython",
+    ):
+        assert wanted in classifiers, classifiers
+    # No made-up addresses: a URL either leads somewhere or is left out.
+    urls = meta.get_all("Project-URL") or []
+    everything = "\n".join(f"{k}: {v}" for k, v in meta.items())
+    assert "example.invalid" not in everything and not any("invalid" in u for u in urls), urls
+
+
+def test_the_wheel_and_the_sdist_carry_both_licence_files(tmp_path: Path) -> None:
+    dist = importlib.metadata.distribution("writerlock")
+    installed = {Path(str(f)).name: f for f in dist.files or [] if "licenses" in str(f)}
+    assert {"LICENSE-MIT", "LICENSE-APACHE"} <= set(installed), dist.files
+    text = installed["LICENSE-APACHE"].read_text()
+    assert "Apache License" in text and "Version 2.0" in text
+    assert "MIT License" in installed["LICENSE-MIT"].read_text()
+    maturin = Path(sys.executable).parent / "maturin"
+    assert maturin.exists(), f"{maturin} is missing (tests/deps.sh installs it into the venv)"
+    done = subprocess.run(
+        [str(maturin), "sdist", "-m", str(REPO / "python" / "Cargo.toml"), "-o", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    (sdist,) = tmp_path.glob("writerlock-*.tar.gz")
+    with tarfile.open(sdist) as tar:
+        names = {Path(n).name for n in tar.getnames() if n.count("/") == 1}
+        pkg_info = tar.extractfile(f"{sdist.name[: -len('.tar.gz')]}/PKG-INFO")
+        assert pkg_info is not None
+        info = pkg_info.read().decode()
+    assert {"LICENSE-MIT", "LICENSE-APACHE", "PKG-INFO", "pyproject.toml"} <= names, names
+    assert "License-File: LICENSE-MIT" in info and "License-File: LICENSE-APACHE" in info, info
 
 
 def run_module(args: List[str], cwd: Path) -> "subprocess.CompletedProcess[str]":
@@ -105,10 +145,12 @@ def test_python_m_writerlock_status_shows_the_holder_and_waiters(tmp_path: Path)
             deadline = time.monotonic() + 10
             while True:
                 as_json = json.loads(run_module(["status", db, "--json"], tmp_path).stdout)
-                if as_json["waiters"] == [waiter.pid] or time.monotonic() > deadline:
+                if [w["pid"] for w in as_json["queue"]] == [waiter.pid] or time.monotonic() > deadline:
                     break
                 time.sleep(0.05)
-            assert as_json["waiters"] == [waiter.pid] and as_json["waiting"] == 1, as_json
+            assert [w["pid"] for w in as_json["queue"]] == [waiter.pid] and as_json["waiting"] == 1, as_json
+            # One name per fact: the pids live in `queue` and `outside`, not repeated.
+            assert "waiters" not in as_json and "outside_queue" not in as_json, as_json
             # As `writerlock status --json`: the waiters oldest first, with their command lines.
             (queued,) = as_json["queue"]
             assert queued["pid"] == waiter.pid and "writerlock.WriterQueue" in queued["command"], queued

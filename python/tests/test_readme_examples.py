@@ -1,6 +1,7 @@
-"""The Python examples of the README, run verbatim: every ```python block of the README's
-"## Python" section is one file of python/examples/ (same text), and each file runs to its
-end in a fresh directory, against a scratch Postgres database for the Postgres ones. The
+"""The Python examples of the documentation, run verbatim: every ```python block of the
+README's "## Python" section and of docs/python.md is one file of python/examples/ (same
+text), every file is shown in one of them, and each file runs to its end in a fresh
+directory, against a scratch Postgres database for the Postgres ones. The
 SQLAlchemy recipe is also run by many processes at once to show its writers take turns."""
 
 from __future__ import annotations
@@ -23,11 +24,15 @@ EXAMPLES = HERE.parent / "examples"
 
 
 def readme_python_blocks() -> List[str]:
+    """The README's Python section, then docs/python.md."""
     text = (REPO / "README.md").read_text()
     start = text.index("\n## Python\n")
     end = text.find("\n## ", start + 1)
     section = text[start : end if end != -1 else len(text)]
-    return re.findall(r"```python\n(.*?)```", section, re.S)
+    page = (REPO / "docs" / "python.md").read_text()
+    readme = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert readme, "the README's Python section has no python block"
+    return readme + re.findall(r"```python\n(.*?)```", page, re.S)
 
 
 def example_files() -> Dict[str, str]:
@@ -37,14 +42,14 @@ def example_files() -> Dict[str, str]:
 def test_every_readme_python_block_is_an_example_file() -> None:
     blocks = readme_python_blocks()
     files = example_files()
-    assert blocks, "the README's Python section has no python blocks"
+    assert blocks, "the README's Python section and docs/python.md have no python blocks"
     unmatched = [b for b in blocks if b not in files.values()]
     assert not unmatched, (
-        "README blocks that are not a file of python/examples/ (copy the block there, or "
-        "the file into the README):\n\n" + "\n---\n".join(unmatched)
+        "python blocks of the README or docs/python.md that are not a file of "
+        "python/examples/ (copy the block there, or the file into the page):\n\n" + "\n---\n".join(unmatched)
     )
     unused = [name for name, body in files.items() if body not in blocks]
-    assert not unused, f"python/examples/ files the README does not show: {unused}"
+    assert not unused, f"python/examples/ files neither the README nor docs/python.md shows: {unused}"
 
 
 @pytest.mark.parametrize("name", sorted(example_files()))
@@ -97,7 +102,7 @@ SQLALCHEMY_WORKER = """
 import sys, time
 exec(open(sys.argv[1]).read().split("with engine.begin() as conn:")[0])   # the recipe's set-up
 engine.dispose()
-engine = sqlalchemy.create_engine("sqlite:///ledger.db", connect_args={"timeout": 0})
+engine = sqlalchemy.create_engine("sqlite:///app.db", connect_args={"timeout": 0})
 for fn, name in ((autocommit, "connect"), (begin_in_turn, "begin"), (commit_in_turn, "commit"),
                  (rollback_in_turn, "rollback")):
     event.listen(engine, name, fn)
@@ -113,7 +118,7 @@ def test_the_sqlalchemy_recipe_makes_writers_take_turns(tmp_path: Path) -> None:
     # SQLAlchemy is a test dependency (tests/deps.sh installs it): missing, this fails.
     import sqlalchemy  # noqa: F401
 
-    db = sqlite3.connect(str(tmp_path / "ledger.db"), isolation_level=None)
+    db = sqlite3.connect(str(tmp_path / "app.db"), isolation_level=None)
     db.execute("PRAGMA journal_mode = WAL")
     db.execute("CREATE TABLE counter (n INTEGER NOT NULL)")
     db.execute("INSERT INTO counter VALUES (0)")
@@ -144,7 +149,7 @@ import fcntl, os
 from sqlalchemy import text
 
 def lock_file_held():                                  # probed on a fresh open file description
-    fd = os.open("ledger.db" + writerlock.LOCK_SUFFIX, os.O_RDONLY)
+    fd = os.open("app.db" + writerlock.LOCK_SUFFIX, os.O_RDONLY)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

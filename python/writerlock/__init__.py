@@ -7,8 +7,8 @@ locked"::
 
     import sqlite3, writerlock
 
-    conn = sqlite3.connect("ledger.db", isolation_level=None)   # autocommit mode
-    queue = writerlock.WriterQueue("ledger.db")
+    conn = sqlite3.connect("app.db", isolation_level=None)      # autocommit mode
+    queue = writerlock.WriterQueue("app.db")
     with queue.transaction(conn):                 # waits up to 25 s for its turn
         conn.execute("INSERT INTO events VALUES (?)", ("x",))
     queue.execute(conn, "UPDATE jobs SET done = 1 WHERE id = ?", (7,))   # one queued write

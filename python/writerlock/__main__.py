@@ -82,11 +82,12 @@ def print_status(s: Dict[str, Any]) -> None:
         line("waiting", "nobody")
     else:
         n = s["waiting"]
-        line("waiting", f"{n} writer{'s' if n > 1 else ''} ({_pids(s['waiters'])})")
+        line("waiting", f"{n} writer{'s' if n > 1 else ''} ({_pids([w['pid'] for w in s['queue']])})")
     if s["blocked"]:
         line("blocked", f"{len(s['blocked'])} in a blocking flock() on the lock file, outside the queue ({_pids(s['blocked'])})")
-    if s["outside_queue"]:
-        line("outside", f"SQLite's write lock is held outside the queue by {_pids(s['outside_queue'])}")
+    if s["outside"]:
+        outside = [p["pid"] for p in s["outside"]]
+        line("outside", f"SQLite's write lock is held outside the queue by {_pids(outside)}")
     if fs["warning"]:
         line("WARNING", fs["warning"])
 
