@@ -25,7 +25,7 @@ use postgres::fallible_iterator::FallibleIterator;
 use postgres::types::{FromSql, Type};
 use postgres::{NoTls, SimpleQueryMessage};
 
-use super::address::Address;
+use super::address::{Address, TargetSession};
 use super::error::{describe, Error};
 use super::placeholder::{parameter_count, translate};
 use super::settings::{verify_checks, Settings};
@@ -148,6 +148,112 @@ fn with_notes(mut reason: String, notes: &[String]) -> String {
     reason
 }
 
+/// `config` with the session's settings: the startup options after the address's own, the
+/// program's `application_name` unless the address names one, keepalives and timeouts.
+fn prepared(mut config: postgres::Config, settings: &Settings) -> postgres::Config {
+    let ours = settings.startup_options();
+    let options = match config.get_options() {
+        Some(theirs) if !theirs.trim().is_empty() => format!("{theirs} {ours}"),
+        _ => ours,
+    };
+    config.options(&options);
+    if config.get_application_name().is_none() {
+        config.application_name(&default_application_name());
+    }
+    config
+        .keepalives(settings.get_keepalives())
+        .keepalives_idle(settings.get_keepalives_idle())
+        .keepalives_interval(settings.get_keepalives_interval())
+        .keepalives_retries(settings.get_keepalives_count())
+        .tcp_user_timeout(settings.get_tcp_user_timeout())
+        .connect_timeout(settings.get_connect_timeout());
+    config
+}
+
+/// This crate's error for a driver's failed connect to `address`.
+fn connect_error(address: &Address, err: &postgres::Error) -> Error {
+    let reason = address.redact(&with_notes(describe(err), address.notes()));
+    if reason.contains("unsupported startup parameter") {
+        Error::StartupOptionsRejected {
+            address: address.to_string(),
+            reason,
+        }
+    } else {
+        Error::Connect {
+            address: address.to_string(),
+            reason,
+            code: err.code().cloned(),
+        }
+    }
+}
+
+/// Connects to the first host of `address` that is the kind of server its
+/// `target_session_attrs` asks for (`primary`, `standby`, `prefer-standby`), trying the
+/// hosts in order as libpq does: a server in recovery is a standby, one that is not a
+/// primary; `prefer-standby` takes any server when no host is a standby.
+fn connect_to_target(address: &Address, settings: &Settings) -> Result<postgres::Client, Error> {
+    let target = address.target();
+    let passes: &[Option<bool>] = match target {
+        TargetSession::PreferStandby => &[Some(true), None],
+        TargetSession::Standby => &[Some(true)],
+        TargetSession::Primary => &[Some(false)],
+        _ => &[None],
+    };
+    let mut reasons = Vec::new();
+    let mut code = None;
+    for want in passes {
+        for (host, config) in address.per_host() {
+            let mut client = match prepared(config, settings).connect(NoTls) {
+                Ok(client) => client,
+                Err(err) => {
+                    if want == &passes[0] {
+                        code = code.or_else(|| err.code().cloned());
+                        reasons.push(format!("{host}: {}", address.redact(&describe(&err))));
+                    }
+                    continue;
+                }
+            };
+            let Some(want) = want else {
+                return Ok(client);
+            };
+            let standby = client
+                .simple_query("SELECT pg_is_in_recovery()")
+                .map_err(|err| connect_error(address, &err))?
+                .into_iter()
+                .find_map(|m| match m {
+                    SimpleQueryMessage::Row(row) => row.get(0).map(|v| v == "t"),
+                    _ => None,
+                })
+                .unwrap_or(false);
+            if standby == *want {
+                return Ok(client);
+            }
+            reasons.push(format!(
+                "{host}: the server is {}",
+                if standby {
+                    "a standby (in recovery)"
+                } else {
+                    "a primary (not in recovery)"
+                }
+            ));
+        }
+    }
+    Err(Error::Connect {
+        address: address.to_string(),
+        reason: format!(
+            "no host is a {} server, as target_session_attrs={} asks ({})",
+            if target == TargetSession::Primary {
+                "primary"
+            } else {
+                "standby"
+            },
+            target.name(),
+            with_notes(reasons.join("; "), address.notes())
+        ),
+        code,
+    })
+}
+
 /// A column value as raw bytes, decoded afterwards with the column's type.
 struct Raw<'a>(Option<&'a [u8]>);
 
@@ -215,38 +321,21 @@ impl Connection {
     }
 
     fn open_now(address: &Address, settings: &Settings, verify: bool) -> Result<Connection, Error> {
-        let mut config = address.config().clone();
-        let ours = settings.startup_options();
-        let options = match config.get_options() {
-            Some(theirs) if !theirs.trim().is_empty() => format!("{theirs} {ours}"),
-            _ => ours,
+        let client = match address.target().wants_standby() {
+            None => prepared(address.config().clone(), settings)
+                .connect(NoTls)
+                .map_err(|err| connect_error(address, &err))?,
+            Some(_) => connect_to_target(address, settings)?,
         };
-        config.options(&options);
-        if config.get_application_name().is_none() {
-            config.application_name(&default_application_name());
-        }
-        config
-            .keepalives(settings.get_keepalives())
-            .keepalives_idle(settings.get_keepalives_idle())
-            .keepalives_interval(settings.get_keepalives_interval())
-            .keepalives_retries(settings.get_keepalives_count())
-            .tcp_user_timeout(settings.get_tcp_user_timeout())
-            .connect_timeout(settings.get_connect_timeout());
-        let client = config.connect(NoTls).map_err(|err| {
-            let reason = address.redact(&with_notes(describe(&err), address.notes()));
-            if reason.contains("unsupported startup parameter") {
-                Error::StartupOptionsRejected {
-                    address: address.to_string(),
-                    reason,
-                }
-            } else {
-                Error::Connect {
-                    address: address.to_string(),
-                    reason,
-                    code: err.code().cloned(),
-                }
-            }
-        })?;
+        Connection::opened(client, address, settings, verify)
+    }
+
+    fn opened(
+        client: postgres::Client,
+        address: &Address,
+        settings: &Settings,
+        verify: bool,
+    ) -> Result<Connection, Error> {
         let mut conn = Connection {
             client: ManuallyDrop::new(client),
             settings: settings.clone(),

@@ -12,7 +12,7 @@ mod harness;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use harness::{is_root, within, Bouncer, Cluster, Cut};
+use harness::{is_root, within, Bouncer, Cluster, Cut, Standby};
 use writerlock::pg::{setup_schema, Connection, Error, Pool, Settings, Value};
 
 /// Settings with short limits, so every fault shows within seconds.
@@ -206,6 +206,61 @@ fn restart_during_a_write_and_with_idle_pooled_connections() -> Result<(), Strin
         let sql = format!("SELECT count(*) FROM rows WHERE tag = 'after {mode}'");
         assert_eq!(count(&mut plain, &sql), 1);
     }
+    Ok(())
+}
+
+/// Item: `target_session_attrs` as libpq reads it, against a real primary and hot standby:
+/// `primary` and `standby` pick the host of that kind whatever the order, `prefer-standby`
+/// takes the primary when no host is a standby, and `standby` without one says so per host.
+fn target_session_attrs_picks_the_primary_or_the_standby() -> Result<(), String> {
+    let cluster = Cluster::start();
+    let standby = Standby::of(&cluster);
+    let (p, s) = (cluster.port, standby.port);
+    let recovery = |url: &str| -> Result<(bool, i64), Error> {
+        let mut conn = Connection::connect(url, &quick())?;
+        let rows = conn.execute("SELECT pg_is_in_recovery(), inet_server_port()", &[])?;
+        let row = rows.first().expect("a row");
+        Ok((
+            row.get(0).and_then(Value::read_bool).expect("bool"),
+            row.get(1).and_then(Value::as_i64).expect("port"),
+        ))
+    };
+    let url = |ports: &str, target: &str| {
+        format!(
+            "host=127.0.0.1,127.0.0.1 port={ports} user=postgres dbname=postgres \
+             target_session_attrs={target}"
+        )
+    };
+    let one = |port: u16, target: &str| {
+        format!("postgresql://postgres@127.0.0.1:{port}/postgres?target_session_attrs={target}")
+    };
+    assert_eq!(
+        recovery(&url(&format!("{s},{p}"), "primary")).expect("primary"),
+        (false, i64::from(p))
+    );
+    assert_eq!(
+        recovery(&url(&format!("{p},{s}"), "standby")).expect("standby"),
+        (true, i64::from(s))
+    );
+    assert_eq!(
+        recovery(&url(&format!("{p},{s}"), "prefer-standby")).expect("prefer-standby"),
+        (true, i64::from(s))
+    );
+    assert_eq!(
+        recovery(&one(p, "prefer-standby")).expect("prefer-standby without a standby"),
+        (false, i64::from(p))
+    );
+    assert_eq!(
+        recovery(&one(p, "any")).expect("any"),
+        (false, i64::from(p))
+    );
+    let err = recovery(&one(p, "standby")).expect_err("no standby there");
+    println!("  standby without one: {err}");
+    let text = err.to_string();
+    assert!(matches!(err, Error::Connect { .. }), "{err:?}");
+    assert!(text.contains("the server is a primary"), "{text}");
+    let err = recovery(&one(s, "primary")).expect_err("no primary there");
+    assert!(err.to_string().contains("the server is a standby"), "{err}");
     Ok(())
 }
 
@@ -914,6 +969,10 @@ fn main() {
         (
             "restart_during_a_write_and_with_idle_pooled_connections",
             restart_during_a_write_and_with_idle_pooled_connections,
+        ),
+        (
+            "target_session_attrs_picks_the_primary_or_the_standby",
+            target_session_attrs_picks_the_primary_or_the_standby,
         ),
         (
             "connect_to_a_frozen_server_ends_within_the_connect_timeout",
