@@ -521,6 +521,41 @@ fn pg_bad_url_and_unreachable_server_hide_the_password() {
     ));
 }
 
+/// A refused connect says what to check for its cause, against the real server: a role at
+/// its connection limit (SQLSTATE 53300) is told about connection slots, not passwords; a
+/// missing database to check its name; TLS asked of a client that speaks none about TLS.
+#[test]
+fn pg_connect_errors_hint_at_their_cause() {
+    let role = pgdb::TestRole::new("limited");
+    let db = TestDb::new("hints");
+    let mut plain = db.plain();
+    plain
+        .batch_execute(&format!("ALTER ROLE {} CONNECTION LIMIT 0", role.name))
+        .expect("limit");
+    let err = Connection::connect(&pgdb::with_user(&db.url, &role.name), &Settings::new())
+        .expect_err("the role may open no session");
+    let text = err.to_string();
+    assert_eq!(err.code().map(|c| c.code()), Some("53300"), "{err:?}");
+    assert!(text.contains("no free connection slot"), "{text}");
+    assert!(!text.contains("password"), "{text}");
+    assert!(
+        text.starts_with("could not connect to the database at "),
+        "{text}"
+    );
+
+    let missing = pgdb::with_database(&db.url, "wl_no_such_database");
+    let err = Connection::connect(&missing, &Settings::new()).expect_err("no such database");
+    let text = err.to_string();
+    assert!(text.contains("check the database name"), "{text}");
+    assert!(!text.contains("running"), "{text}");
+
+    let err = Connection::connect(&format!("{}?sslmode=require", db.url), &Settings::new())
+        .expect_err("no TLS");
+    let text = err.to_string();
+    assert!(text.contains("TLS"), "{text}");
+    assert!(!text.contains("user, password and database name"), "{text}");
+}
+
 /// Values map both ways, `?` placeholders are translated, and the write guard refuses a lock
 /// asked for after a statement.
 #[test]
