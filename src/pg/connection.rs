@@ -30,6 +30,7 @@ use super::error::{describe, Error};
 use super::placeholder::{parameter_count, translate};
 use super::settings::{verify_checks, Settings};
 pub use super::settings::{SettingCheck, SettingStatus};
+use super::socket::{Peer, SessionSocket};
 use super::value::{decode, readable, Column, Row, Rows, Value};
 
 /// Where a connection stands with respect to a transaction.
@@ -78,6 +79,8 @@ pub struct Connection {
     /// Whether the server sees this session come from another address or port than the
     /// one dialled: a pooler or proxy sits in between.
     via_proxy: bool,
+    /// The session's own socket, when it could be told apart (see [`super::socket`]).
+    socket: Option<SessionSocket>,
     released: bool,
 }
 
@@ -87,6 +90,9 @@ impl Drop for Connection {
             return;
         }
         self.released = true;
+        if let Some(socket) = self.socket.take() {
+            socket.release();
+        }
         if self.owner != crate::lockfiles::current_pid() {
             // A child after fork(): closing would send the parent's session a Terminate.
             // The child's copy of the socket closes with the process; the parent keeps it.
@@ -348,9 +354,13 @@ impl Connection {
             owner: crate::lockfiles::current_pid(),
             serial: 0,
             via_proxy: false,
+            socket: None,
             released: false,
         };
-        let first = conn.execute("SELECT pg_backend_pid(), inet_server_port()", &[])?;
+        let first = conn.execute(
+            "SELECT pg_backend_pid(), inet_server_port(), inet_client_port()",
+            &[],
+        )?;
         let row = first.first();
         conn.pid = row
             .and_then(|r| r.get(0))
@@ -359,6 +369,11 @@ impl Connection {
             .unwrap_or(0);
         let server_port = row.and_then(|r| r.get(1)).and_then(Value::as_i64);
         conn.via_proxy = proxied(address, server_port);
+        if !conn.via_proxy {
+            let client_port = row.and_then(|r| r.get(2)).and_then(Value::as_i64);
+            conn.socket = socket_peer(address, server_port, client_port)
+                .and_then(|peer| SessionSocket::find(&peer));
+        }
         if verify {
             conn.verify_settings()?;
         }
@@ -410,6 +425,59 @@ impl Connection {
                 self.tx = Tx::Idle;
                 Err(Error::Closed { reason })
             }
+        }
+    }
+
+    /// Whether the server already ended this idle session (a restart, a failover,
+    /// `pg_terminate_backend`), told without a round trip: an idle session's socket has
+    /// nothing to read unless the server sent its termination notice or closed it (see
+    /// [`super::socket`]). Returns the server's words as the error ([`Error::SessionEnded`],
+    /// or [`Error::Closed`] at end of file) and marks the session lost; `None` when the
+    /// session is alive, in a transaction, or its socket is unknown.
+    pub(crate) fn ended_while_idle(&mut self) -> Option<Error> {
+        if self.tx != Tx::Idle || self.lost.is_some() || !self.is_own() {
+            return None;
+        }
+        if !self.socket.is_some_and(|s| s.readable()) {
+            return None;
+        }
+        // Let the driver read what is waiting (the notice comes before the end of file).
+        let read = self
+            .client
+            .notifications()
+            .timeout_iter(Duration::from_millis(100))
+            .next();
+        let err = match read {
+            Err(err) => match Error::from_driver(err) {
+                Error::Database { message, code, .. } => Error::SessionEnded { code, message },
+                Error::SessionEnded { code, message } => Error::SessionEnded { code, message },
+                _ => Error::Closed {
+                    reason: "the server closed it while it was idle, as a restart or failover \
+                             does; nothing was sent"
+                        .into(),
+                },
+            },
+            Ok(_) if self.client.is_closed() => Error::Closed {
+                reason: "the server closed it while it was idle, as a restart or failover \
+                         does; nothing was sent"
+                    .into(),
+            },
+            // A notice or notification: the session is alive.
+            Ok(_) => return None,
+        };
+        self.lost = Some(match &err {
+            Error::SessionEnded { message, .. } => message.clone(),
+            other => other.to_string(),
+        });
+        self.lost_in_tx = false;
+        Some(err)
+    }
+
+    /// Fails, sending nothing, when the server already ended this idle session.
+    fn not_ended(&mut self) -> Result<(), Error> {
+        match self.ended_while_idle() {
+            Some(err) => Err(err),
+            None => Ok(()),
         }
     }
 
@@ -575,6 +643,9 @@ impl Connection {
             return Ok(());
         }
         self.released = true;
+        if let Some(socket) = self.socket.take() {
+            socket.release();
+        }
         if !self.is_own() {
             return Ok(());
         }
@@ -614,11 +685,13 @@ impl Connection {
 
     fn simple(&mut self, sql: &str) -> Result<(), Error> {
         self.usable()?;
+        self.not_ended()?;
         self.client.batch_execute(sql).map_err(Error::from_driver)
     }
 
     fn query(&mut self, sql: &str, params: &[Value]) -> Result<Rows, Error> {
         self.usable()?;
+        self.not_ended()?;
         // Counted here, before anything is sent, so a wrong count leaves the transaction as
         // it was.
         let expected = parameter_count(sql);
@@ -690,6 +763,7 @@ impl Connection {
     ) -> Result<TextResults, Error> {
         self.usable()?;
         self.sendable(sql, &[])?;
+        self.not_ended()?;
         if opens && !self.in_transaction() {
             self.serial = self.serial.wrapping_add(1);
         }
@@ -893,6 +967,43 @@ fn commit_failure(err: Error) -> Error {
             }
         }
         other => other,
+    }
+}
+
+/// Where this session's socket should be connected to, from what the server reported: over
+/// TCP the client and server ports, over a Unix socket the address's socket files.
+fn socket_peer(
+    address: &Address,
+    server_port: Option<i64>,
+    client_port: Option<i64>,
+) -> Option<Peer> {
+    match (server_port, client_port) {
+        (Some(server), Some(local)) => Some(Peer::Tcp {
+            local: u16::try_from(local).ok()?,
+            server: u16::try_from(server).ok()?,
+        }),
+        (None, _) => {
+            let config = address.config();
+            let ports = config.get_ports();
+            let paths = config
+                .get_hosts()
+                .iter()
+                .enumerate()
+                .filter_map(|(i, h)| match h {
+                    Host::Unix(dir) => {
+                        let port = ports
+                            .get(i)
+                            .or_else(|| ports.first())
+                            .copied()
+                            .unwrap_or(5432);
+                        Some(format!("{}/.s.PGSQL.{port}", dir.display()))
+                    }
+                    Host::Tcp(_) => None,
+                })
+                .collect();
+            Some(Peer::Unix { paths })
+        }
+        _ => None,
     }
 }
 
