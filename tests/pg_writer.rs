@@ -521,6 +521,41 @@ fn pg_bad_url_and_unreachable_server_hide_the_password() {
     ));
 }
 
+/// A refused connect says what to check for its cause, against the real server: a role at
+/// its connection limit (SQLSTATE 53300) is told about connection slots, not passwords; a
+/// missing database to check its name; TLS asked of a client that speaks none about TLS.
+#[test]
+fn pg_connect_errors_hint_at_their_cause() {
+    let role = pgdb::TestRole::new("limited");
+    let db = TestDb::new("hints");
+    let mut plain = db.plain();
+    plain
+        .batch_execute(&format!("ALTER ROLE {} CONNECTION LIMIT 0", role.name))
+        .expect("limit");
+    let err = Connection::connect(&pgdb::with_user(&db.url, &role.name), &Settings::new())
+        .expect_err("the role may open no session");
+    let text = err.to_string();
+    assert_eq!(err.code().map(|c| c.code()), Some("53300"), "{err:?}");
+    assert!(text.contains("no free connection slot"), "{text}");
+    assert!(!text.contains("password"), "{text}");
+    assert!(
+        text.starts_with("could not connect to the database at "),
+        "{text}"
+    );
+
+    let missing = pgdb::with_database(&db.url, "wl_no_such_database");
+    let err = Connection::connect(&missing, &Settings::new()).expect_err("no such database");
+    let text = err.to_string();
+    assert!(text.contains("check the database name"), "{text}");
+    assert!(!text.contains("running"), "{text}");
+
+    let err = Connection::connect(&format!("{}?sslmode=require", db.url), &Settings::new())
+        .expect_err("no TLS");
+    let text = err.to_string();
+    assert!(text.contains("TLS"), "{text}");
+    assert!(!text.contains("user, password and database name"), "{text}");
+}
+
 /// Values map both ways, `?` placeholders are translated, and the write guard refuses a lock
 /// asked for after a statement.
 #[test]
@@ -702,4 +737,124 @@ fn pg_unix_socket_session_and_unseen_client() {
         ]
     );
     w.rollback().expect("rollback");
+}
+
+/// In a child (a fresh process: no address set up yet), one write at `WL_FRESH_WRITE_URL`
+/// that bumps the generation of `main`; prints `fresh write: ok` or `fresh write: ERROR`.
+fn fresh_write_child() -> bool {
+    let Ok(url) = std::env::var("WL_FRESH_WRITE_URL") else {
+        return false;
+    };
+    let result = (|| -> Result<(), Error> {
+        let mut conn = Connection::connect(&url, &Settings::new())?;
+        let mut write = conn.write()?;
+        write.execute(
+            "UPDATE ledgers SET generation = generation + 1 WHERE slug = ?",
+            &["main".into()],
+        )?;
+        write.commit()
+    })();
+    match result {
+        Ok(()) => println!("fresh write: ok"),
+        Err(err) => println!("fresh write: {err}"),
+    }
+    true
+}
+
+/// Runs this test binary's `test` again in a new process, which writes once at `url`;
+/// returns what the child said (`ok`, or the write's error).
+fn write_in_a_fresh_process(test: &str, url: &str) -> String {
+    let out = std::process::Command::new(std::env::current_exe().expect("test binary"))
+        .args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .env("WL_FRESH_WRITE_URL", url)
+        .output()
+        .expect("run the child");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    stdout
+        .lines()
+        .find_map(|l| l.split_once("fresh write: "))
+        .map(|(_, said)| said.to_string())
+        .unwrap_or_else(|| {
+            panic!(
+                "the child wrote nothing: {stdout}{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })
+}
+
+/// A writer role with data grants only (`SELECT, INSERT, UPDATE, DELETE` on the tables,
+/// `USAGE` on the refusal counter) writes from a fresh process once the owner set the schema
+/// up: the per-process set-up reads the catalog and runs no DDL, and still stores the floor.
+#[test]
+fn pg_a_writer_role_with_data_grants_only_writes_from_a_fresh_process() {
+    const NAME: &str = "pg_a_writer_role_with_data_grants_only_writes_from_a_fresh_process";
+    if fresh_write_child() {
+        return;
+    }
+    let role = pgdb::TestRole::new("writer");
+    let db = TestDb::new("grants");
+    let mut owner = db.connect(&Settings::new());
+    setup_schema(&mut owner, None).expect("the owner's set-up");
+    owner
+        .execute_batch(&format!(
+            "INSERT INTO ledgers (slug) VALUES ('main'); \
+             UPDATE writer_floor SET version = 0 WHERE name = 'ledger'; \
+             GRANT SELECT, INSERT, UPDATE, DELETE ON ledgers, row_changes, writer_floor TO {r}; \
+             GRANT USAGE ON SEQUENCE writer_refusals TO {r}; \
+             REVOKE ALL ON SEQUENCE writer_refusals FROM PUBLIC",
+            r = role.name
+        ))
+        .expect("grants");
+    let mut plain = db.plain();
+    let said = write_in_a_fresh_process(NAME, &pgdb::with_user(&db.url, &role.name));
+    assert_eq!(said, "ok", "the data-grants writer could not write");
+    assert_eq!(generation(&mut plain, "main"), 1);
+    // The set-up still stored the floor (GREATEST: raised from 0 to this code's 1).
+    let floor: i32 = plain
+        .query_one(
+            "SELECT version FROM writer_floor WHERE name = 'ledger'",
+            &[],
+        )
+        .expect("floor")
+        .get(0);
+    assert_eq!(floor, 1, "the per-process set-up did not store the floor");
+
+    // A function that is not current is the owner's to replace: the writer role is told
+    // what failed, and the owner's set-up puts it back.
+    owner
+        .execute_batch(
+            "CREATE OR REPLACE FUNCTION ledger_writer_floor_check() RETURNS trigger \
+             LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$",
+        )
+        .expect("an old function");
+    let said = write_in_a_fresh_process(NAME, &pgdb::with_user(&db.url, &role.name));
+    assert!(said.contains("permission denied"), "{said}");
+    assert!(said.contains("writerlock pg setup"), "{said}");
+    setup_schema(&mut owner, None).expect("the owner's set-up again");
+    let said = write_in_a_fresh_process(NAME, &pgdb::with_user(&db.url, &role.name));
+    assert_eq!(said, "ok");
+    assert_eq!(generation(&mut plain, "main"), 2);
+}
+
+/// On a read-only server (`default_transaction_read_only`, as on a standby) a fresh
+/// process's write fails at the write's own statement, not in the schema set-up.
+#[test]
+fn pg_a_fresh_write_on_a_read_only_server_names_its_own_statement() {
+    const NAME: &str = "pg_a_fresh_write_on_a_read_only_server_names_its_own_statement";
+    if fresh_write_child() {
+        return;
+    }
+    let db = TestDb::new("readonly");
+    let mut owner = db.connect(&Settings::new());
+    setup_schema(&mut owner, None).expect("the owner's set-up");
+    owner
+        .execute("INSERT INTO ledgers (slug) VALUES ('main')", &[])
+        .expect("ledger");
+    let url = format!("{}?options=-c%20default_transaction_read_only%3Don", db.url);
+    let said = write_in_a_fresh_process(NAME, &url);
+    assert!(
+        said.contains("cannot execute UPDATE in a read-only transaction"),
+        "{said}"
+    );
+    assert!(!said.contains("CREATE"), "{said}");
 }

@@ -1408,7 +1408,7 @@ static void test_pg_bad_url(void) {
     EXPECT_RC(WL_PG_CONNECT,
               wl_pg_connect("postgresql://writer:s3cr3t-pa55@127.0.0.1:1/ledger", s, &conn));
     CHECK(conn == NULL, "*out set after a failed connect");
-    CHECK_CONTAINS(last_message(), "could not connect to the ledger database at");
+    CHECK_CONTAINS(last_message(), "could not connect to the database at");
     CHECK_CONTAINS(last_message(), "127.0.0.1");
     CHECK_NOT_CONTAINS(last_message(), "s3cr3t-pa55");
     EXPECT_RC(WL_PG_CONNECT,
@@ -1417,7 +1417,7 @@ static void test_pg_bad_url(void) {
     CHECK_NOT_CONTAINS(last_message(), "hunter2-secret");
     EXPECT_RC(WL_PG_CONNECT, wl_pg_connect("postgresql://writer:zz-pw-zz@[not a host", s, &conn));
     CHECK_NOT_CONTAINS(last_message(), "zz-pw-zz");
-    CHECK_CONTAINS(last_message(), "the ledger database address is not valid");
+    CHECK_CONTAINS(last_message(), "the database address is not valid");
     wl_pg_settings_free(s);
 }
 

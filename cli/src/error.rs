@@ -8,8 +8,9 @@ use std::path::PathBuf;
 pub enum CliError {
     /// No Postgres address was given.
     #[error(
-        "no database address: pass --url postgresql://user@host:5432/dbname or set \
-         WRITERLOCK_DATABASE_URL"
+        "no database address: pass --url postgresql://user@host:5432/dbname, set \
+         WRITERLOCK_DATABASE_URL, or set the libpq variables PGHOST, PGPORT, PGUSER and \
+         PGDATABASE"
     )]
     NoAddress,
 

@@ -21,7 +21,9 @@ use crate::output::{print_json, print_json_line, print_line, secs, Align, Table}
 pub const PG_HELP: &str = "\
 Checks a shared Postgres ledger database. The address comes from --url or the environment \
 variable WRITERLOCK_DATABASE_URL, as a URL (postgresql://user:password@host:5432/dbname) or \
-libpq key=value pairs; its password never appears in output.
+libpq key=value pairs, or else from the libpq variables PGHOST, PGPORT, PGUSER and \
+PGDATABASE alone; what it leaves out comes from the PG* variables and the password file as \
+with psql. Its password never appears in output.
 
 Every subcommand connects with the settings a writer connection carries (lock_timeout 10s, \
 idle_in_transaction_session_timeout 15s, statement_timeout 60s, \
@@ -117,6 +119,9 @@ pub enum PgCommand {
     Setup,
 }
 
+/// The libpq variables that name an address without `--url` or `WRITERLOCK_DATABASE_URL`.
+const LIBPQ_ADDRESS_VARS: &[&str] = &["PGHOST", "PGHOSTADDR", "PGPORT", "PGUSER", "PGDATABASE"];
+
 /// A connected session with the address it was opened at.
 struct Session {
     conn: Connection,
@@ -125,10 +130,18 @@ struct Session {
 
 impl Session {
     fn open(url: Option<&str>, verify: bool) -> Result<Session, CliError> {
-        let url = url
-            .map(str::trim)
-            .filter(|u| !u.is_empty())
-            .ok_or(CliError::NoAddress)?;
+        let url = match url.map(str::trim).filter(|u| !u.is_empty()) {
+            Some(url) => url,
+            // As psql: the libpq variables alone name an address (completed in
+            // `Address::parse`).
+            None if LIBPQ_ADDRESS_VARS
+                .iter()
+                .any(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty())) =>
+            {
+                "postgresql://"
+            }
+            None => return Err(CliError::NoAddress),
+        };
         let address = Address::parse(url).map_err(|e| CliError::pg(&e, None))?;
         let conn = Connection::open(&address, &Settings::new(), verify)
             .map_err(|e| CliError::pg(&e, Some(&address)))?;

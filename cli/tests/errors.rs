@@ -30,7 +30,9 @@ fn an_unreachable_server_is_one_line_without_the_password() {
         let out = run(&["pg", sub, "--url", &url]);
         let line = assert_one_line_error(&out);
         assert!(
-            line.contains("could not connect to the ledger database at postgresql://ledger@127.0.0.1:1/ledger"),
+            line.contains(
+                "could not connect to the database at postgresql://ledger@127.0.0.1:1/ledger"
+            ),
             "{line}"
         );
         assert_secret_hidden(&out);

@@ -66,6 +66,35 @@ fn settings_are_shown_in_effect() {
     assert!(text.contains("1min"), "{text}");
 }
 
+/// As with psql, the libpq variables alone name the address: no --url, no
+/// WRITERLOCK_DATABASE_URL.
+#[test]
+fn the_libpq_variables_alone_name_the_address() {
+    let db = TestDb::new("pgvars");
+    let rest = db.url.split_once("://").expect("a URL").1;
+    let (user, rest) = rest.split_once('@').expect("a user");
+    let (hostport, _) = rest.split_once('/').expect("a database");
+    let (host, port) = hostport.rsplit_once(':').expect("a port");
+    let out = command(&["pg", "floor", "--json"])
+        .env("PGHOST", host)
+        .env("PGPORT", port)
+        .env("PGUSER", user)
+        .env("PGDATABASE", &db.name)
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert!(report["floor"].is_null(), "{report}");
+    assert!(
+        report.to_string().contains(&db.name),
+        "the report does not name the database: {report}"
+    );
+}
+
 #[test]
 fn floor_and_setup_raise_but_never_lower() {
     let db = TestDb::new("floor");

@@ -144,6 +144,17 @@ impl PyProtocol {
         )))
     }
 
+    /// The set-up that runs once per address per process before the first write: a catalog
+    /// read, and the schema's DDL only when something is missing or not current.
+    #[staticmethod]
+    #[pyo3(signature = (settings, state))]
+    fn ensure(settings: &PySettings, state: &str) -> PyResult<PyProtocol> {
+        Ok(PyProtocol::wrap(Protocol::ensure(
+            &settings.inner,
+            tx_state(state)?,
+        )))
+    }
+
     /// The end of a granted write: commit (unless a statement failed) or roll back.
     #[staticmethod]
     fn end(commit: bool, statement_failed: bool) -> PyProtocol {
@@ -192,6 +203,16 @@ impl PyProtocol {
                 reason: reason.to_string(),
             },
         )
+    }
+
+    /// Whether a set-up finished with the floor stored and committed (record the address as
+    /// set up only then).
+    #[getter]
+    fn set_up(&self) -> bool {
+        self.inner
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .set_up()
     }
 
     /// Whether the protocol has finished.

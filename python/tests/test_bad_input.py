@@ -248,7 +248,7 @@ def test_pg_dsn_that_cannot_connect() -> None:
         postgres.connect("postgresql://nobody:secret-pw@127.0.0.1:1/ledger", connect_timeout=3)
     err = info.value
     assert isinstance(err, postgres.ConnectError)
-    assert "could not connect to the ledger database at postgresql://nobody@127.0.0.1:1/ledger" in str(err)
+    assert "could not connect to the database at postgresql://nobody@127.0.0.1:1/ledger" in str(err)
     assert "secret-pw" not in str(err)
     assert err.sqlstate == "08001"
 

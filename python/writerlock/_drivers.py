@@ -290,13 +290,20 @@ def ensure_schema(driver: Driver, settings: Any) -> None:
     key = driver.address()
     if _native.pg_schema_is_set_up(key):
         return
-    setup_schema(driver, settings, None)
+    # A catalog read first: no DDL when the schema is current, so a writer role with data
+    # grants only passes; on a read-only server nothing is stored nor recorded.
+    protocol = _native.PgProtocol.ensure(settings, driver.tx_state())
+    drive(driver, protocol)
+    if protocol.set_up:
+        _native.pg_mark_schema_set_up(key)
 
 
 def setup_schema(driver: Driver, settings: Any, extra_sql: Optional[str]) -> None:
-    """The schema setup on the driver's connection."""
-    drive(driver, _native.PgProtocol.setup(settings, extra_sql, driver.tx_state()))
-    _native.pg_mark_schema_set_up(driver.address())
+    """The schema setup on the driver's connection (the owner's step: it runs the DDL)."""
+    protocol = _native.PgProtocol.setup(settings, extra_sql, driver.tx_state())
+    drive(driver, protocol)
+    if protocol.set_up:
+        _native.pg_mark_schema_set_up(driver.address())
 
 
 def query(driver: Driver, sql: str) -> List[Sequence[Any]]:

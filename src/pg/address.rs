@@ -2,9 +2,10 @@
 //! `PG*` environment variables, the password file, libpq's defaults), a display form
 //! without the password, and redaction of the password from any text.
 
+use std::path::Path;
 use std::str::FromStr;
 
-use postgres::config::{Host, SslMode};
+use postgres::config::{Host, SslMode, TargetSessionAttrs};
 
 use super::environment::{password_from_file, Environment, DEFAULT_PORT, DEFAULT_SOCKET_DIR};
 use super::error::{describe, Error};
@@ -15,9 +16,107 @@ use super::error::{describe, Error};
 #[derive(Clone)]
 pub struct Address {
     config: postgres::Config,
+    target: TargetSession,
     display: String,
     secrets: Vec<String>,
     notes: Vec<String>,
+}
+
+/// The kind of server a session must reach, libpq's `target_session_attrs` (or
+/// `PGTARGETSESSIONATTRS`): the hosts of the address are tried in order until one fits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TargetSession {
+    /// Any server (`any`, the default).
+    Any,
+    /// One that accepts writes: `transaction_read_only` is off (`read-write`).
+    ReadWrite,
+    /// One that does not: `transaction_read_only` is on (`read-only`).
+    ReadOnly,
+    /// A server not in recovery (`primary`).
+    Primary,
+    /// A hot standby (`standby`).
+    Standby,
+    /// A hot standby if any host is one, else any server (`prefer-standby`).
+    PreferStandby,
+}
+
+impl TargetSession {
+    /// Reads libpq's value; `None` for anything else.
+    pub fn from_libpq(value: &str) -> Option<TargetSession> {
+        Some(match value {
+            "any" => TargetSession::Any,
+            "read-write" => TargetSession::ReadWrite,
+            "read-only" => TargetSession::ReadOnly,
+            "primary" => TargetSession::Primary,
+            "standby" => TargetSession::Standby,
+            "prefer-standby" => TargetSession::PreferStandby,
+            _ => return None,
+        })
+    }
+
+    /// libpq's name for it.
+    pub fn name(self) -> &'static str {
+        match self {
+            TargetSession::Any => "any",
+            TargetSession::ReadWrite => "read-write",
+            TargetSession::ReadOnly => "read-only",
+            TargetSession::Primary => "primary",
+            TargetSession::Standby => "standby",
+            TargetSession::PreferStandby => "prefer-standby",
+        }
+    }
+
+    /// Whether a server in recovery (`Some(true)`) or not fits: `None` when this kind is
+    /// decided by the driver (any, read-write, read-only), or on the last pass of
+    /// `prefer-standby`.
+    pub fn wants_standby(self) -> Option<bool> {
+        match self {
+            TargetSession::Primary => Some(false),
+            TargetSession::Standby | TargetSession::PreferStandby => Some(true),
+            _ => None,
+        }
+    }
+}
+
+/// The values libpq accepts for `target_session_attrs`.
+const TARGET_VALUES: &str = "any, read-write, read-only, primary, standby or prefer-standby";
+
+/// Takes `target_session_attrs` out of a connection string (the driver reads only `any`,
+/// `read-write` and `read-only`): returns the string with the value the driver reads in its
+/// place (`any` for the kinds this crate decides itself) and the kind, when named.
+fn take_target(url: &str) -> Result<(String, Option<TargetSession>), Error> {
+    const KEY: &str = "target_session_attrs";
+    let Some(at) = url.find(KEY) else {
+        return Ok((url.to_string(), None));
+    };
+    let after = &url[at + KEY.len()..];
+    let trimmed = after.trim_start();
+    let Some(value_part) = trimmed.strip_prefix('=') else {
+        return Ok((url.to_string(), None));
+    };
+    let value_start = at + KEY.len() + (after.len() - trimmed.len()) + 1;
+    let rest = value_part.trim_start();
+    let value_start = value_start + (value_part.len() - rest.len());
+    let (value, len) = if let Some(quoted) = rest.strip_prefix('\'') {
+        let end = quoted.find('\'').unwrap_or(quoted.len());
+        (quoted[..end].to_string(), (end + 2).min(rest.len()))
+    } else {
+        let end = rest
+            .find(|c: char| c == '&' || c == '#' || c.is_whitespace())
+            .unwrap_or(rest.len());
+        (percent_decode(&rest[..end]), end)
+    };
+    let target = TargetSession::from_libpq(&value).ok_or_else(|| Error::InvalidUrl {
+        reason: format!("target_session_attrs is {value:?}; use {TARGET_VALUES}"),
+    })?;
+    let driver_value = match target {
+        TargetSession::ReadWrite | TargetSession::ReadOnly => target.name(),
+        _ => "any",
+    };
+    let mut out = url[..value_start].to_string();
+    out.push_str(driver_value);
+    out.push_str(&url[value_start + len..]);
+    Ok((out, Some(target)))
 }
 
 impl std::fmt::Debug for Address {
@@ -53,6 +152,8 @@ impl Address {
                 reason: "it is empty".to_string(),
             });
         }
+        let (url, named_target) = take_target(url)?;
+        let url = url.as_str();
         let mut config = match postgres::Config::from_str(url) {
             Ok(config) => config,
             Err(err) => {
@@ -62,6 +163,31 @@ impl Address {
             }
         };
         let notes = complete(&mut config, env, url.contains("sslmode"))?;
+        let target = match named_target {
+            Some(target) => target,
+            None => match env.var("PGTARGETSESSIONATTRS") {
+                None => TargetSession::Any,
+                Some(value) => {
+                    let target =
+                        TargetSession::from_libpq(value).ok_or_else(|| Error::InvalidUrl {
+                            reason: format!(
+                                "the environment variable PGTARGETSESSIONATTRS is {value:?}; \
+                                 use {TARGET_VALUES}"
+                            ),
+                        })?;
+                    match target {
+                        TargetSession::ReadWrite => {
+                            config.target_session_attrs(TargetSessionAttrs::ReadWrite);
+                        }
+                        TargetSession::ReadOnly => {
+                            config.target_session_attrs(TargetSessionAttrs::ReadOnly);
+                        }
+                        _ => {}
+                    }
+                    target
+                }
+            },
+        };
         if let Some(pw) = config.get_password() {
             secrets.push(String::from_utf8_lossy(pw).into_owned());
         }
@@ -78,6 +204,7 @@ impl Address {
         let display = display_of(&config);
         Ok(Address {
             config,
+            target,
             display,
             secrets,
             notes,
@@ -93,6 +220,66 @@ impl Address {
     /// The driver configuration.
     pub fn config(&self) -> &postgres::Config {
         &self.config
+    }
+
+    /// The kind of server a session must reach (`target_session_attrs`).
+    pub fn target(&self) -> TargetSession {
+        self.target
+    }
+
+    /// One driver configuration per host of the address, in order, each with its own port
+    /// (and `hostaddr`), for trying hosts one at a time as libpq does when the kind of
+    /// server matters ([`TargetSession::wants_standby`]); with its display form.
+    pub fn per_host(&self) -> Vec<(String, postgres::Config)> {
+        let c = &self.config;
+        let hosts = c.get_hosts();
+        (0..hosts.len())
+            .map(|i| {
+                let mut one = postgres::Config::new();
+                match &hosts[i] {
+                    Host::Tcp(name) => one.host(name),
+                    Host::Unix(path) => one.host_path(path),
+                };
+                if let Some(addr) = c.get_hostaddrs().get(i) {
+                    one.hostaddr(*addr);
+                }
+                let port = c
+                    .get_ports()
+                    .get(i)
+                    .or_else(|| c.get_ports().first())
+                    .copied();
+                if let Some(port) = port {
+                    one.port(port);
+                }
+                if let Some(user) = c.get_user() {
+                    one.user(user);
+                }
+                if let Some(pw) = c.get_password() {
+                    one.password(pw);
+                }
+                if let Some(db) = c.get_dbname() {
+                    one.dbname(db);
+                }
+                if let Some(options) = c.get_options() {
+                    one.options(options);
+                }
+                if let Some(name) = c.get_application_name() {
+                    one.application_name(name);
+                }
+                one.ssl_mode(c.get_ssl_mode())
+                    .ssl_negotiation(c.get_ssl_negotiation())
+                    .channel_binding(c.get_channel_binding())
+                    .keepalives(c.get_keepalives())
+                    .keepalives_idle(c.get_keepalives_idle());
+                let display = match &hosts[i] {
+                    Host::Tcp(name) => format!("{name}:{}", port.unwrap_or(DEFAULT_PORT)),
+                    Host::Unix(path) => {
+                        format!("{}:{}", path.display(), port.unwrap_or(DEFAULT_PORT))
+                    }
+                };
+                (display, one)
+            })
+            .collect()
     }
 
     /// Removes the password from `text`.
@@ -184,9 +371,13 @@ fn complete(
         if let Some(pw) = env.var("PGPASSWORD") {
             config.password(pw);
         } else if let Some(file) = env.password_file() {
+            // As libpq: a Unix socket in the default directory matches `localhost`, one in
+            // any other directory matches that directory's path.
             let host = match config.get_hosts().first() {
                 Some(Host::Tcp(name)) => name.clone(),
-                // libpq matches a Unix socket against `localhost`.
+                Some(Host::Unix(path)) if path != Path::new(DEFAULT_SOCKET_DIR) => {
+                    path.display().to_string()
+                }
                 _ => "localhost".to_string(),
             };
             let port = config
@@ -392,7 +583,8 @@ mod tests {
         let file = dir.path().join("pgpass");
         std::fs::write(
             &file,
-            "db.example:6543:ledger:alice:fromfile\nlocalhost:*:*:*:socket\n",
+            "db.example:6543:ledger:alice:fromfile\nlocalhost:*:*:*:socket\n\
+             /tmp/sock:*:*:*:elsewhere\n",
         )
         .unwrap();
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
@@ -401,8 +593,14 @@ mod tests {
         let a = Address::parse_in("postgresql://alice@db.example:6543/ledger", &e).unwrap();
         assert_eq!(a.config().get_password(), Some(&b"fromfile"[..]));
         assert_eq!(a.redact("fromfile"), "***");
-        let a = Address::parse_in("host=/tmp dbname=x", &e).unwrap();
+        // A Unix socket matches as libpq matches it: the default directory as `localhost`,
+        // another directory as its path.
+        let a = Address::parse_in("host=/var/run/postgresql dbname=x", &e).unwrap();
         assert_eq!(a.config().get_password(), Some(&b"socket"[..]));
+        let a = Address::parse_in("host=/tmp/sock dbname=x", &e).unwrap();
+        assert_eq!(a.config().get_password(), Some(&b"elsewhere"[..]));
+        let a = Address::parse_in("host=/tmp/other dbname=x", &e).unwrap();
+        assert_eq!(a.config().get_password(), None);
         // PGPASSWORD comes before the file.
         let e2 = env(&[("PGPASSFILE", path), ("PGPASSWORD", "env")]);
         let a = Address::parse_in("postgresql://alice@db.example:6543/ledger", &e2).unwrap();
@@ -412,6 +610,57 @@ mod tests {
         let a = Address::parse_in("postgresql://alice@db.example:6543/ledger", &e).unwrap();
         assert_eq!(a.config().get_password(), None);
         assert!(a.notes()[0].contains("chmod 0600"), "{:?}", a.notes());
+    }
+
+    #[test]
+    fn target_session_attrs_as_libpq_reads_them() {
+        for (url, target) in [
+            (
+                "postgresql://h/db?target_session_attrs=primary",
+                TargetSession::Primary,
+            ),
+            (
+                "postgresql://a,b/db?sslmode=disable&target_session_attrs=standby",
+                TargetSession::Standby,
+            ),
+            (
+                "host=a,b target_session_attrs=prefer-standby dbname=x",
+                TargetSession::PreferStandby,
+            ),
+            (
+                "host=a target_session_attrs='read-write'",
+                TargetSession::ReadWrite,
+            ),
+            (
+                "postgresql://h/db?target_session_attrs=any",
+                TargetSession::Any,
+            ),
+            ("postgresql://h/db", TargetSession::Any),
+        ] {
+            let a = Address::parse_in(url, &env(&[])).unwrap_or_else(|e| panic!("{url}: {e}"));
+            assert_eq!(a.target(), target, "{url}");
+        }
+        let a = Address::parse_in(
+            "postgresql://h/db?target_session_attrs=read-only",
+            &env(&[]),
+        )
+        .unwrap();
+        assert_eq!(
+            a.config().get_target_session_attrs(),
+            TargetSessionAttrs::ReadOnly
+        );
+        let a = Address::parse_in(
+            "postgresql://h/db",
+            &env(&[("PGTARGETSESSIONATTRS", "standby")]),
+        )
+        .unwrap();
+        assert_eq!(a.target(), TargetSession::Standby);
+        let err = Address::parse_in("postgresql://h/db?target_session_attrs=master", &env(&[]))
+            .unwrap_err();
+        assert!(err.to_string().contains("prefer-standby"), "{err}");
+        let a = Address::parse_in("postgresql://u@a:1,b:2/db", &env(&[])).unwrap();
+        let hosts: Vec<String> = a.per_host().into_iter().map(|(d, _)| d).collect();
+        assert_eq!(hosts, ["a:1", "b:2"]);
     }
 
     #[test]

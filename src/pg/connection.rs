@@ -25,11 +25,12 @@ use postgres::fallible_iterator::FallibleIterator;
 use postgres::types::{FromSql, Type};
 use postgres::{NoTls, SimpleQueryMessage};
 
-use super::address::Address;
+use super::address::{Address, TargetSession};
 use super::error::{describe, Error};
 use super::placeholder::{parameter_count, translate};
 use super::settings::{verify_checks, Settings};
 pub use super::settings::{SettingCheck, SettingStatus};
+use super::socket::{Peer, SessionSocket};
 use super::value::{decode, readable, Column, Row, Rows, Value};
 
 /// Where a connection stands with respect to a transaction.
@@ -78,6 +79,8 @@ pub struct Connection {
     /// Whether the server sees this session come from another address or port than the
     /// one dialled: a pooler or proxy sits in between.
     via_proxy: bool,
+    /// The session's own socket, when it could be told apart (see [`super::socket`]).
+    socket: Option<SessionSocket>,
     released: bool,
 }
 
@@ -87,6 +90,9 @@ impl Drop for Connection {
             return;
         }
         self.released = true;
+        if let Some(socket) = self.socket.take() {
+            socket.release();
+        }
         if self.owner != crate::lockfiles::current_pid() {
             // A child after fork(): closing would send the parent's session a Terminate.
             // The child's copy of the socket closes with the process; the parent keeps it.
@@ -146,6 +152,112 @@ fn with_notes(mut reason: String, notes: &[String]) -> String {
         reason.push_str(note);
     }
     reason
+}
+
+/// `config` with the session's settings: the startup options after the address's own, the
+/// program's `application_name` unless the address names one, keepalives and timeouts.
+fn prepared(mut config: postgres::Config, settings: &Settings) -> postgres::Config {
+    let ours = settings.startup_options();
+    let options = match config.get_options() {
+        Some(theirs) if !theirs.trim().is_empty() => format!("{theirs} {ours}"),
+        _ => ours,
+    };
+    config.options(&options);
+    if config.get_application_name().is_none() {
+        config.application_name(&default_application_name());
+    }
+    config
+        .keepalives(settings.get_keepalives())
+        .keepalives_idle(settings.get_keepalives_idle())
+        .keepalives_interval(settings.get_keepalives_interval())
+        .keepalives_retries(settings.get_keepalives_count())
+        .tcp_user_timeout(settings.get_tcp_user_timeout())
+        .connect_timeout(settings.get_connect_timeout());
+    config
+}
+
+/// This crate's error for a driver's failed connect to `address`.
+fn connect_error(address: &Address, err: &postgres::Error) -> Error {
+    let reason = address.redact(&with_notes(describe(err), address.notes()));
+    if reason.contains("unsupported startup parameter") {
+        Error::StartupOptionsRejected {
+            address: address.to_string(),
+            reason,
+        }
+    } else {
+        Error::Connect {
+            address: address.to_string(),
+            reason,
+            code: err.code().cloned(),
+        }
+    }
+}
+
+/// Connects to the first host of `address` that is the kind of server its
+/// `target_session_attrs` asks for (`primary`, `standby`, `prefer-standby`), trying the
+/// hosts in order as libpq does: a server in recovery is a standby, one that is not a
+/// primary; `prefer-standby` takes any server when no host is a standby.
+fn connect_to_target(address: &Address, settings: &Settings) -> Result<postgres::Client, Error> {
+    let target = address.target();
+    let passes: &[Option<bool>] = match target {
+        TargetSession::PreferStandby => &[Some(true), None],
+        TargetSession::Standby => &[Some(true)],
+        TargetSession::Primary => &[Some(false)],
+        _ => &[None],
+    };
+    let mut reasons = Vec::new();
+    let mut code = None;
+    for want in passes {
+        for (host, config) in address.per_host() {
+            let mut client = match prepared(config, settings).connect(NoTls) {
+                Ok(client) => client,
+                Err(err) => {
+                    if want == &passes[0] {
+                        code = code.or_else(|| err.code().cloned());
+                        reasons.push(format!("{host}: {}", address.redact(&describe(&err))));
+                    }
+                    continue;
+                }
+            };
+            let Some(want) = want else {
+                return Ok(client);
+            };
+            let standby = client
+                .simple_query("SELECT pg_is_in_recovery()")
+                .map_err(|err| connect_error(address, &err))?
+                .into_iter()
+                .find_map(|m| match m {
+                    SimpleQueryMessage::Row(row) => row.get(0).map(|v| v == "t"),
+                    _ => None,
+                })
+                .unwrap_or(false);
+            if standby == *want {
+                return Ok(client);
+            }
+            reasons.push(format!(
+                "{host}: the server is {}",
+                if standby {
+                    "a standby (in recovery)"
+                } else {
+                    "a primary (not in recovery)"
+                }
+            ));
+        }
+    }
+    Err(Error::Connect {
+        address: address.to_string(),
+        reason: format!(
+            "no host is a {} server, as target_session_attrs={} asks ({})",
+            if target == TargetSession::Primary {
+                "primary"
+            } else {
+                "standby"
+            },
+            target.name(),
+            with_notes(reasons.join("; "), address.notes())
+        ),
+        code,
+    })
 }
 
 /// A column value as raw bytes, decoded afterwards with the column's type.
@@ -215,38 +327,21 @@ impl Connection {
     }
 
     fn open_now(address: &Address, settings: &Settings, verify: bool) -> Result<Connection, Error> {
-        let mut config = address.config().clone();
-        let ours = settings.startup_options();
-        let options = match config.get_options() {
-            Some(theirs) if !theirs.trim().is_empty() => format!("{theirs} {ours}"),
-            _ => ours,
+        let client = match address.target().wants_standby() {
+            None => prepared(address.config().clone(), settings)
+                .connect(NoTls)
+                .map_err(|err| connect_error(address, &err))?,
+            Some(_) => connect_to_target(address, settings)?,
         };
-        config.options(&options);
-        if config.get_application_name().is_none() {
-            config.application_name(&default_application_name());
-        }
-        config
-            .keepalives(settings.get_keepalives())
-            .keepalives_idle(settings.get_keepalives_idle())
-            .keepalives_interval(settings.get_keepalives_interval())
-            .keepalives_retries(settings.get_keepalives_count())
-            .tcp_user_timeout(settings.get_tcp_user_timeout())
-            .connect_timeout(settings.get_connect_timeout());
-        let client = config.connect(NoTls).map_err(|err| {
-            let reason = address.redact(&with_notes(describe(&err), address.notes()));
-            if reason.contains("unsupported startup parameter") {
-                Error::StartupOptionsRejected {
-                    address: address.to_string(),
-                    reason,
-                }
-            } else {
-                Error::Connect {
-                    address: address.to_string(),
-                    reason,
-                    code: err.code().cloned(),
-                }
-            }
-        })?;
+        Connection::opened(client, address, settings, verify)
+    }
+
+    fn opened(
+        client: postgres::Client,
+        address: &Address,
+        settings: &Settings,
+        verify: bool,
+    ) -> Result<Connection, Error> {
         let mut conn = Connection {
             client: ManuallyDrop::new(client),
             settings: settings.clone(),
@@ -259,9 +354,13 @@ impl Connection {
             owner: crate::lockfiles::current_pid(),
             serial: 0,
             via_proxy: false,
+            socket: None,
             released: false,
         };
-        let first = conn.execute("SELECT pg_backend_pid(), inet_server_port()", &[])?;
+        let first = conn.execute(
+            "SELECT pg_backend_pid(), inet_server_port(), inet_client_port()",
+            &[],
+        )?;
         let row = first.first();
         conn.pid = row
             .and_then(|r| r.get(0))
@@ -270,6 +369,11 @@ impl Connection {
             .unwrap_or(0);
         let server_port = row.and_then(|r| r.get(1)).and_then(Value::as_i64);
         conn.via_proxy = proxied(address, server_port);
+        if !conn.via_proxy {
+            let client_port = row.and_then(|r| r.get(2)).and_then(Value::as_i64);
+            conn.socket = socket_peer(address, server_port, client_port)
+                .and_then(|peer| SessionSocket::find(&peer));
+        }
         if verify {
             conn.verify_settings()?;
         }
@@ -321,6 +425,59 @@ impl Connection {
                 self.tx = Tx::Idle;
                 Err(Error::Closed { reason })
             }
+        }
+    }
+
+    /// Whether the server already ended this idle session (a restart, a failover,
+    /// `pg_terminate_backend`), told without a round trip: an idle session's socket has
+    /// nothing to read unless the server sent its termination notice or closed it (see
+    /// [`super::socket`]). Returns the server's words as the error ([`Error::SessionEnded`],
+    /// or [`Error::Closed`] at end of file) and marks the session lost; `None` when the
+    /// session is alive, in a transaction, or its socket is unknown.
+    pub(crate) fn ended_while_idle(&mut self) -> Option<Error> {
+        if self.tx != Tx::Idle || self.lost.is_some() || !self.is_own() {
+            return None;
+        }
+        if !self.socket.is_some_and(|s| s.readable()) {
+            return None;
+        }
+        // Let the driver read what is waiting (the notice comes before the end of file).
+        let read = self
+            .client
+            .notifications()
+            .timeout_iter(Duration::from_millis(100))
+            .next();
+        let err = match read {
+            Err(err) => match Error::from_driver(err) {
+                Error::Database { message, code, .. } => Error::SessionEnded { code, message },
+                Error::SessionEnded { code, message } => Error::SessionEnded { code, message },
+                _ => Error::Closed {
+                    reason: "the server closed it while it was idle, as a restart or failover \
+                             does; nothing was sent"
+                        .into(),
+                },
+            },
+            Ok(_) if self.client.is_closed() => Error::Closed {
+                reason: "the server closed it while it was idle, as a restart or failover \
+                         does; nothing was sent"
+                    .into(),
+            },
+            // A notice or notification: the session is alive.
+            Ok(_) => return None,
+        };
+        self.lost = Some(match &err {
+            Error::SessionEnded { message, .. } => message.clone(),
+            other => other.to_string(),
+        });
+        self.lost_in_tx = false;
+        Some(err)
+    }
+
+    /// Fails, sending nothing, when the server already ended this idle session.
+    fn not_ended(&mut self) -> Result<(), Error> {
+        match self.ended_while_idle() {
+            Some(err) => Err(err),
+            None => Ok(()),
         }
     }
 
@@ -486,6 +643,9 @@ impl Connection {
             return Ok(());
         }
         self.released = true;
+        if let Some(socket) = self.socket.take() {
+            socket.release();
+        }
         if !self.is_own() {
             return Ok(());
         }
@@ -525,11 +685,13 @@ impl Connection {
 
     fn simple(&mut self, sql: &str) -> Result<(), Error> {
         self.usable()?;
+        self.not_ended()?;
         self.client.batch_execute(sql).map_err(Error::from_driver)
     }
 
     fn query(&mut self, sql: &str, params: &[Value]) -> Result<Rows, Error> {
         self.usable()?;
+        self.not_ended()?;
         // Counted here, before anything is sent, so a wrong count leaves the transaction as
         // it was.
         let expected = parameter_count(sql);
@@ -601,6 +763,7 @@ impl Connection {
     ) -> Result<TextResults, Error> {
         self.usable()?;
         self.sendable(sql, &[])?;
+        self.not_ended()?;
         if opens && !self.in_transaction() {
             self.serial = self.serial.wrapping_add(1);
         }
@@ -804,6 +967,43 @@ fn commit_failure(err: Error) -> Error {
             }
         }
         other => other,
+    }
+}
+
+/// Where this session's socket should be connected to, from what the server reported: over
+/// TCP the client and server ports, over a Unix socket the address's socket files.
+fn socket_peer(
+    address: &Address,
+    server_port: Option<i64>,
+    client_port: Option<i64>,
+) -> Option<Peer> {
+    match (server_port, client_port) {
+        (Some(server), Some(local)) => Some(Peer::Tcp {
+            local: u16::try_from(local).ok()?,
+            server: u16::try_from(server).ok()?,
+        }),
+        (None, _) => {
+            let config = address.config();
+            let ports = config.get_ports();
+            let paths = config
+                .get_hosts()
+                .iter()
+                .enumerate()
+                .filter_map(|(i, h)| match h {
+                    Host::Unix(dir) => {
+                        let port = ports
+                            .get(i)
+                            .or_else(|| ports.first())
+                            .copied()
+                            .unwrap_or(5432);
+                        Some(format!("{}/.s.PGSQL.{port}", dir.display()))
+                    }
+                    Host::Tcp(_) => None,
+                })
+                .collect();
+            Some(Peer::Unix { paths })
+        }
+        _ => None,
     }
 }
 

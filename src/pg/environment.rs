@@ -3,7 +3,8 @@
 //! in `/var/run/postgresql`, port 5432, the operating-system user name).
 //!
 //! Only parts the address does not name are filled in, as libpq does: `PGHOST`, `PGPORT`,
-//! `PGUSER`, `PGDATABASE`, `PGPASSWORD`, `PGPASSFILE`, `PGAPPNAME`, `PGOPTIONS` and
+//! `PGUSER`, `PGDATABASE`, `PGPASSWORD`, `PGPASSFILE`, `PGAPPNAME`, `PGOPTIONS`,
+//! `PGTARGETSESSIONATTRS` and
 //! `PGSSLMODE` (this crate speaks no TLS, so `require` and the `verify-*` modes refuse a
 //! server instead of writing to it in the clear). A
 //! password file that group or others can read is not used (libpq refuses it too); the

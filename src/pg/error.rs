@@ -43,7 +43,7 @@ pub fn parse_refusal(message: &str) -> Option<(i64, i64)> {
 pub enum Error {
     /// The database address could not be read.
     #[error(
-        "the ledger database address is not valid: {reason}; use a URL such as \
+        "the database address is not valid: {reason}; use a URL such as \
          postgresql://user@host:5432/dbname or libpq key=value pairs"
     )]
     InvalidUrl {
@@ -53,9 +53,8 @@ pub enum Error {
 
     /// No connection could be opened.
     #[error(
-        "could not connect to the ledger database at {address}: {reason}; check that the \
-         server is running and reachable at that address, and that the user, password and \
-         database name are right"
+        "could not connect to the database at {address}: {reason}; {}",
+        connect_hint(code.as_ref(), reason)
     )]
     Connect {
         /// The address, without its password.
@@ -68,7 +67,7 @@ pub enum Error {
 
     /// The connection set-up did not finish within the connect timeout.
     #[error(
-        "could not connect to the ledger database at {address}: the connection set-up (TCP, \
+        "could not connect to the database at {address}: the connection set-up (TCP, \
          TLS, authentication and the settings check) did not finish within the connect \
          timeout of {} s; something at that address accepted the connection but did not \
          answer: check that the server is not stopped or overloaded, and that a pooler in \
@@ -152,7 +151,7 @@ pub enum Error {
 
     /// The connection is closed or was lost.
     #[error(
-        "the connection to the ledger database is closed ({reason}); an open transaction was \
+        "the connection to the database is closed ({reason}); an open transaction was \
          rolled back by the server, so take a new connection"
     )]
     Closed {
@@ -163,7 +162,7 @@ pub enum Error {
     /// The connection was lost while `COMMIT` was in flight: the server may or may not have
     /// committed (SQLSTATE `08007`, transaction resolution unknown).
     #[error(
-        "the outcome of the commit is unknown: the connection to the ledger database was \
+        "the outcome of the commit is unknown: the connection to the database was \
          lost while COMMIT was in flight ({reason}); the transaction may or may not have \
          been committed, so check whether the write is in the database before retrying it"
     )]
@@ -191,7 +190,7 @@ pub enum Error {
 
     /// The connection was opened by another process, the parent of this one after `fork()`.
     #[error(
-        "this connection to the ledger database was opened by process {owner} and cannot be \
+        "this connection to the database was opened by process {owner} and cannot be \
          used in process {pid}, a child made by fork(): it shares the parent's session, which \
          stays the parent's; open a new connection in the child"
     )]
@@ -204,7 +203,7 @@ pub enum Error {
 
     /// Something between client and server (a pooler) refused the startup options.
     #[error(
-        "could not connect to the ledger database at {address}: something at that address \
+        "could not connect to the database at {address}: something at that address \
          refused the session's startup options ({reason}); a connection pooler sits in \
          between and does not pass them: connect to the server directly, or set the pooler \
          up as the README's section on poolers describes"
@@ -409,6 +408,66 @@ impl Error {
     }
 }
 
+/// What to check after a failed connect, by its cause: the server's SQLSTATE where it
+/// refused the session, else the driver's words.
+pub fn connect_hint(code: Option<&SqlState>, reason: &str) -> &'static str {
+    let lower = reason.to_ascii_lowercase();
+    if code == Some(&SqlState::TOO_MANY_CONNECTIONS) || lower.contains("too many clients") {
+        return "the server has no free connection slot (max_connections, or the role's or \
+                database's connection limit): close idle sessions, share connections through \
+                a pool, or raise the limit";
+    }
+    if lower.contains("channel binding") {
+        return "channel binding (channel_binding=require) needs SCRAM authentication over TLS, \
+                which this session does not have: connect over TLS with a SCRAM password, or \
+                set channel_binding=prefer";
+    }
+    if [
+        "tls handshake",
+        "tls implementation",
+        "support tls",
+        "no encryption",
+        "ssl off",
+        "ssl connection",
+    ]
+    .iter()
+    .any(|p| lower.contains(p))
+    {
+        return "the server and this client disagree about TLS: writerlock's own connections \
+                speak no TLS, so a server whose pg_hba.conf admits this client only through a \
+                hostssl entry refuses it, and sslmode=require (or verify-ca, verify-full) \
+                refuses the server; allow this client with a host entry on a trusted network, \
+                or run the writer session on a driver connection of your own that speaks TLS";
+    }
+    if lower.contains("no pg_hba.conf entry") {
+        return "the server's pg_hba.conf has no entry for this client address, user and \
+                database: add one, or connect as a user and database it admits";
+    }
+    if code == Some(&SqlState::INVALID_PASSWORD)
+        || lower.contains("password authentication failed")
+        || lower.contains("password missing")
+    {
+        return "check the user name and the password (in the address, PGPASSWORD or the \
+                password file)";
+    }
+    if code == Some(&SqlState::INVALID_CATALOG_NAME) {
+        return "check the database name, or create the database";
+    }
+    if code == Some(&SqlState::INVALID_AUTHORIZATION_SPECIFICATION) {
+        return "check that the user exists and may log in to this database";
+    }
+    if code == Some(&SqlState::CANNOT_CONNECT_NOW) {
+        return "the server is starting up, shutting down or in recovery: retry once it is \
+                ready";
+    }
+    if code.is_none() {
+        return "check that the server is running and reachable at that address (host, port, \
+                socket directory, firewall)";
+    }
+    "check that the server is running and reachable at that address, and that the user, \
+     password and database name are right"
+}
+
 fn source_is_io(err: &postgres::Error) -> bool {
     let mut source = std::error::Error::source(err);
     while let Some(s) = source {
@@ -478,6 +537,59 @@ mod tests {
             "the ledger writer lock was not granted in 3 waits of 10 seconds"
         );
         assert_eq!(err.code(), Some(&SqlState::LOCK_NOT_AVAILABLE));
+    }
+
+    #[test]
+    fn connect_hints_follow_the_cause() {
+        let connect = |code: Option<SqlState>, reason: &str| {
+            Error::Connect {
+                address: "postgresql://u@h:5432/d".into(),
+                reason: reason.into(),
+                code,
+            }
+            .to_string()
+        };
+        let full = connect(
+            Some(SqlState::TOO_MANY_CONNECTIONS),
+            "db error: FATAL: sorry, too many clients already",
+        );
+        assert!(
+            full.starts_with("could not connect to the database at postgresql://u@h:5432/d: "),
+            "{full}"
+        );
+        assert!(full.contains("max_connections"), "{full}");
+        assert!(!full.contains("password"), "{full}");
+        let tls = connect(
+            Some(SqlState::INVALID_AUTHORIZATION_SPECIFICATION),
+            "db error: FATAL: no pg_hba.conf entry for host \"127.0.0.1\", user \"u\", database \"d\", no encryption",
+        );
+        assert!(tls.contains("hostssl"), "{tls}");
+        let binding = connect(
+            None,
+            "error performing authentication: channel binding required but not supported",
+        );
+        assert!(binding.contains("channel_binding=prefer"), "{binding}");
+        let auth = connect(
+            Some(SqlState::INVALID_PASSWORD),
+            "db error: FATAL: password authentication failed for user \"u\"",
+        );
+        assert!(
+            auth.contains("check the user name and the password"),
+            "{auth}"
+        );
+        assert!(!auth.contains("running"), "{auth}");
+        let down = connect(
+            None,
+            "error connecting to server: Connection refused (os error 111)",
+        );
+        assert!(
+            down.contains("check that the server is running and reachable"),
+            "{down}"
+        );
+        assert!(!down.contains("password"), "{down}");
+        for text in [full, tls, binding, auth, down] {
+            assert!(!text.contains("ledger database"), "{text}");
+        }
     }
 
     #[test]

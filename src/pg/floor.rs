@@ -17,6 +17,8 @@
 
 use std::sync::Mutex;
 
+use postgres::error::SqlState;
+
 use super::connection::{Connection, Tx};
 use super::error::Error;
 use super::value::Value;
@@ -36,9 +38,51 @@ pub const REFUSALS_SEQUENCE: &str = "writer_refusals";
 /// The name of the trigger on `ledgers`: `ledger_writer_floor`.
 pub const TRIGGER_NAME: &str = "ledger_writer_floor";
 
+/// The body of the trigger function `ledger_writer_floor_check()`, as `pg_proc.prosrc`
+/// stores it: the schema check compares it, so a function that is already current is never
+/// replaced (only its owner could).
+macro_rules! floor_check_body {
+    () => {
+        r#"
+DECLARE
+    sent text := current_setting('agentihooks.ledger_writer_version', true);
+    writer integer := 0;
+    floor_version integer;
+BEGIN
+    IF sent ~ '^\s*[0-9]{1,9}\s*$' THEN
+        writer := LEAST(trim(sent)::integer, 32767);
+    END IF;
+    SELECT f.version INTO floor_version FROM writer_floor f WHERE f.name = 'ledger';
+    IF floor_version IS NOT NULL AND writer < floor_version AND NOT EXISTS (
+        SELECT 1 FROM row_changes r WHERE r.slug = NEW.slug AND r.generation = NEW.generation
+    ) THEN
+        PERFORM pg_try_advisory_lock_shared(1280788050, writer * 65536 + floor_version);
+        -- After the lock: a writer that finds the count moved sees the lock. A sequence
+        -- keeps counting through the rollback; without it the refusal still happens.
+        BEGIN
+            PERFORM nextval(to_regclass('writer_refusals'));
+        EXCEPTION WHEN OTHERS THEN NULL;
+        END;
+        RAISE EXCEPTION USING
+            ERRCODE = 'LW001',
+            MESSAGE = format(
+                'ledger writer version %s is below version %s, the oldest the shared database allows; update its code and restart it',
+                writer, floor_version);
+    END IF;
+    RETURN NEW;
+END
+"#
+    };
+}
+
+/// The body of `ledger_writer_floor_check()` (see [`SCHEMA_SQL`]).
+pub const FLOOR_CHECK_BODY: &str = floor_check_body!();
+
 /// The DDL of the setup after the host's own: minimal tables where missing, the floor table,
-/// the trigger function and the trigger.
-pub const SCHEMA_SQL: &str = r#"
+/// the trigger function and the trigger. The owner's step ([`setup_schema`], `writerlock pg
+/// setup`): `CREATE OR REPLACE FUNCTION` needs the function's owner.
+pub const SCHEMA_SQL: &str = concat!(
+    r#"
 DO $writerlock$
 BEGIN
     IF to_regclass('ledgers') IS NULL THEN
@@ -70,35 +114,9 @@ CREATE TABLE IF NOT EXISTS writer_floor (
 );
 
 CREATE OR REPLACE FUNCTION ledger_writer_floor_check() RETURNS trigger
-LANGUAGE plpgsql AS $writerlock$
-DECLARE
-    sent text := current_setting('agentihooks.ledger_writer_version', true);
-    writer integer := 0;
-    floor_version integer;
-BEGIN
-    IF sent ~ '^\s*[0-9]{1,9}\s*$' THEN
-        writer := LEAST(trim(sent)::integer, 32767);
-    END IF;
-    SELECT f.version INTO floor_version FROM writer_floor f WHERE f.name = 'ledger';
-    IF floor_version IS NOT NULL AND writer < floor_version AND NOT EXISTS (
-        SELECT 1 FROM row_changes r WHERE r.slug = NEW.slug AND r.generation = NEW.generation
-    ) THEN
-        PERFORM pg_try_advisory_lock_shared(1280788050, writer * 65536 + floor_version);
-        -- After the lock: a writer that finds the count moved sees the lock. A sequence
-        -- keeps counting through the rollback; without it the refusal still happens.
-        BEGIN
-            PERFORM nextval(to_regclass('writer_refusals'));
-        EXCEPTION WHEN OTHERS THEN NULL;
-        END;
-        RAISE EXCEPTION USING
-            ERRCODE = 'LW001',
-            MESSAGE = format(
-                'ledger writer version %s is below version %s, the oldest the shared database allows; update its code and restart it',
-                writer, floor_version);
-    END IF;
-    RETURN NEW;
-END
-$writerlock$;
+LANGUAGE plpgsql AS $writerlock$"#,
+    floor_check_body!(),
+    r#"$writerlock$;
 
 DO $writerlock$
 BEGIN
@@ -114,7 +132,72 @@ BEGIN
     END IF;
 END
 $writerlock$;
-"#;
+"#
+);
+
+/// The schema check of the set-up that runs once per address per process ([`ensure_schema`],
+/// [`Protocol::ensure`](super::protocol::Protocol::ensure)): one catalog read, no DDL. Its
+/// row says whether every object [`SCHEMA_SQL`] makes is there and current (the tables, the
+/// refusal counter counted once and usable by this role, the trigger function with this
+/// body, the trigger), and whether the transaction is read-only (a standby, or
+/// `default_transaction_read_only`). When both are current the set-up runs no DDL, so a
+/// writer role with data grants only passes it.
+pub const SCHEMA_CHECK_SQL: &str = concat!(
+    "SELECT to_regclass('ledgers') IS NOT NULL \
+     AND to_regclass('row_changes') IS NOT NULL \
+     AND to_regclass('writer_floor') IS NOT NULL \
+     AND COALESCE((SELECT CASE WHEN has_sequence_privilege(s.oid, 'USAGE') \
+         THEN pg_sequence_last_value(s.oid) IS NOT NULL ELSE false END \
+         FROM pg_class s WHERE s.oid = to_regclass('writer_refusals') AND s.relkind = 'S'), false) \
+     AND EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgname = 'ledger_writer_floor' \
+         AND t.tgrelid = to_regclass('ledgers') \
+         AND t.tgfoid = to_regprocedure('ledger_writer_floor_check()')) \
+     AND EXISTS (SELECT 1 FROM pg_proc p \
+         WHERE p.oid = to_regprocedure('ledger_writer_floor_check()') \
+         AND p.prosrc = $writerlock$",
+    floor_check_body!(),
+    "$writerlock$), current_setting('transaction_read_only') = 'on'"
+);
+
+/// What the schema check ([`SCHEMA_CHECK_SQL`]) found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SchemaCheck {
+    /// Every object of the floor's schema is there and current: no DDL is needed.
+    pub current: bool,
+    /// The transaction is read-only: nothing can be stored here.
+    pub read_only: bool,
+}
+
+impl SchemaCheck {
+    /// Reads the row of [`SCHEMA_CHECK_SQL`] (booleans, or their text form from a driver that
+    /// returns text); a missing or doubtful answer counts as not current and not read-only,
+    /// so the full set-up runs.
+    pub fn read(rows: &[Vec<Value>]) -> SchemaCheck {
+        let row = rows.first();
+        let cell = |n: usize| row.and_then(|r| r.get(n)).and_then(Value::read_bool);
+        SchemaCheck {
+            current: cell(0).unwrap_or(false),
+            read_only: cell(1).unwrap_or(false),
+        }
+    }
+
+    /// Whether the set-up runs the schema's DDL ([`SCHEMA_SQL`]): only when something is
+    /// missing or not current.
+    pub fn needs_ddl(&self) -> bool {
+        !self.current
+    }
+
+    /// Whether the set-up stores the floor ([`STORE_FLOOR_SQL`]): always, except on a
+    /// read-only server whose schema is current, where nothing can be stored and the write
+    /// itself says what fails. Such a set-up is not recorded as done, so the next write
+    /// tries again (after a failover, say).
+    pub fn stores_floor(&self) -> bool {
+        !(self.current && self.read_only)
+    }
+}
+
+/// The statement that lifts the statement limit for the schema setup's own transaction.
+pub const SETUP_LIMIT_SQL: &str = "SET LOCAL statement_timeout = 0";
 
 /// The statement that stores the floor: raises it, never lowers it.
 pub const STORE_FLOOR_SQL: &str = "INSERT INTO writer_floor (name, version) VALUES ('ledger', $1) \
@@ -149,22 +232,71 @@ pub fn mark_set_up(address: &str) {
     }
 }
 
-/// Runs [`setup_schema`] without host DDL unless this process already set up the
-/// connection's address.
+/// The set-up that runs once per address per process, before the first write: unless this
+/// process already set up the connection's address, it takes the writer lock, reads the
+/// catalog ([`SCHEMA_CHECK_SQL`]), runs the schema's DDL only when something is missing or
+/// not current, and stores the floor (`GREATEST`, never lowering it). A writer role with
+/// data grants only (`SELECT, INSERT, UPDATE, DELETE` on the tables, `USAGE` on the
+/// sequence) passes it once the owner ran [`setup_schema`].
+///
+/// On a read-only server with a current schema nothing is stored and nothing is recorded:
+/// the write's own statement then fails with the server's words.
 pub fn ensure_schema(conn: &mut Connection) -> Result<(), Error> {
     if is_set_up(&conn.address().to_string()) {
         return Ok(());
     }
-    setup_schema(conn, None)
+    in_setup(conn, |conn| {
+        conn.execute_batch(SETUP_LIMIT_SQL)?;
+        let rows = conn.execute(SCHEMA_CHECK_SQL, &[])?;
+        let rows: Vec<Vec<Value>> = rows
+            .into_rows()
+            .into_iter()
+            .map(|r| r.into_values())
+            .collect();
+        let check = SchemaCheck::read(&rows);
+        if check.needs_ddl() {
+            conn.execute_batch(SCHEMA_SQL).map_err(owner_step)?;
+        }
+        if !check.stores_floor() {
+            return Ok(false);
+        }
+        store_floor(conn)?;
+        Ok(true)
+    })
 }
 
-/// Sets up the schema and stores the connection's required floor (never lowering a higher
-/// stored one), in one transaction under the writer lock, with the host's `extra_sql` (a
-/// script, run first so the host's own tables win over the minimal ones).
-///
-/// Runs outside a transaction; an open transaction that already ran a statement is refused
-/// with [`Error::AlreadyInTransaction`].
-pub fn setup_schema(conn: &mut Connection, extra_sql: Option<&str>) -> Result<(), Error> {
+/// The error of the schema's DDL in the per-process set-up: a role without the owner's
+/// rights (SQLSTATE `42501`) is told that the schema is missing or older than this code and
+/// that setting it up is the owner's step; other errors are as the server gave them.
+pub fn owner_step(err: Error) -> Error {
+    match err {
+        Error::Database {
+            code,
+            message,
+            detail,
+            hint,
+        } if code == SqlState::INSUFFICIENT_PRIVILEGE => Error::Database {
+            code,
+            message: format!(
+                "{message}: the writer floor's schema in this database is missing or older \
+                 than this code, and only the owner of its tables can set it up; run \
+                 `writerlock pg setup` (or setup_schema) once as that owner, then this role \
+                 needs only SELECT, INSERT, UPDATE, DELETE on ledgers, row_changes and \
+                 writer_floor and USAGE on the sequence writer_refusals"
+            ),
+            detail,
+            hint,
+        },
+        other => other,
+    }
+}
+
+/// Runs `step` in a transaction of its own under the writer lock and commits it; records the
+/// address as set up when `step` says so.
+fn in_setup(
+    conn: &mut Connection,
+    step: impl FnOnce(&mut Connection) -> Result<bool, Error>,
+) -> Result<(), Error> {
     if let Tx::Open { statements, .. } = conn.tx {
         if statements > 0 {
             return Err(Error::AlreadyInTransaction);
@@ -172,11 +304,12 @@ pub fn setup_schema(conn: &mut Connection, extra_sql: Option<&str>) -> Result<()
         conn.rollback()?;
     }
     conn.lock_writer()?;
-    let result = setup_locked(conn, extra_sql);
-    match result {
-        Ok(()) => {
+    match step(conn) {
+        Ok(done) => {
             conn.commit()?;
-            mark_set_up(&conn.address().to_string());
+            if done {
+                mark_set_up(&conn.address().to_string());
+            }
             Ok(())
         }
         Err(err) => {
@@ -186,15 +319,28 @@ pub fn setup_schema(conn: &mut Connection, extra_sql: Option<&str>) -> Result<()
     }
 }
 
-fn setup_locked(conn: &mut Connection, extra_sql: Option<&str>) -> Result<(), Error> {
-    conn.execute_batch("SET LOCAL statement_timeout = 0")?;
-    if let Some(extra) = extra_sql.filter(|s| !s.trim().is_empty()) {
-        conn.execute_batch(extra)?;
-    }
-    conn.execute_batch(SCHEMA_SQL)?;
+fn store_floor(conn: &mut Connection) -> Result<(), Error> {
     let required = i64::from(conn.settings().get_required());
     conn.execute(STORE_FLOOR_SQL, &[Value::Int(required)])?;
     Ok(())
+}
+
+/// Sets up the schema and stores the connection's required floor (never lowering a higher
+/// stored one), in one transaction under the writer lock, with the host's `extra_sql` (a
+/// script, run first so the host's own tables win over the minimal ones).
+///
+/// Runs outside a transaction; an open transaction that already ran a statement is refused
+/// with [`Error::AlreadyInTransaction`].
+pub fn setup_schema(conn: &mut Connection, extra_sql: Option<&str>) -> Result<(), Error> {
+    in_setup(conn, |conn| {
+        conn.execute_batch(SETUP_LIMIT_SQL)?;
+        if let Some(extra) = extra_sql.filter(|s| !s.trim().is_empty()) {
+            conn.execute_batch(extra)?;
+        }
+        conn.execute_batch(SCHEMA_SQL)?;
+        store_floor(conn)?;
+        Ok(true)
+    })
 }
 
 /// Whether the floor table exists: `SELECT to_regclass('writer_floor') IS NOT NULL`.

@@ -47,6 +47,7 @@ pub mod placeholder;
 pub mod pool;
 pub mod protocol;
 pub mod settings;
+mod socket;
 pub mod value;
 pub mod writer;
 

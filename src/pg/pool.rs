@@ -1,8 +1,12 @@
 //! A bounded pool of writer-session connections.
 //!
-//! [`Pool::take`] hands out only live connections: it drops closed ones and those of another
-//! process (after `fork()`), checks with one round trip a connection idle for longer than
-//! [`CHECK_IDLE_AFTER`], and otherwise opens one with the pool's settings. [`Pool::give`]
+//! [`Pool::take`] hands out only live connections: it drops closed ones, those of another
+//! process (after `fork()`) and those the server already ended while they were idle (a
+//! restart or failover: its termination notice or end of file waits on the socket, seen
+//! without a round trip), checks with one round trip a connection idle for longer than
+//! [`CHECK_IDLE_AFTER`] (a cut network says nothing), and otherwise opens one with the
+//! pool's settings. So the first write after a restart goes to a fresh connection: nothing
+//! of it reached the server before, so nothing is written twice. [`Pool::give`]
 //! rolls back an open transaction and keeps the connection; a connection the server ended,
 //! or whose rollback fails, is closed instead, so the next take opens a fresh one. At most
 //! `size` idle connections are kept; more given back are closed. A connection to another
@@ -63,17 +67,21 @@ impl Pool {
     pub fn take(&self) -> Result<Connection, Error> {
         let limit = CHECK_LIMIT.min(self.settings.get_connect_timeout());
         loop {
-            let entry = self.idle().pop();
-            match entry {
-                Some((conn, _)) if conn.is_closed() || !conn.is_own() => drop(conn),
-                Some((mut conn, since)) if since.elapsed() > CHECK_IDLE_AFTER => {
-                    if conn.check_alive(limit).is_ok() {
-                        return Ok(conn);
-                    }
-                }
-                Some((conn, _)) => return Ok(conn),
-                None => break,
+            let Some((mut conn, since)) = self.idle().pop() else {
+                break;
+            };
+            if conn.is_closed() || !conn.is_own() {
+                continue;
             }
+            // Ended by the server while idle (a restart): seen on its socket, no round trip;
+            // the write goes to a fresh connection instead.
+            if conn.ended_while_idle().is_some() {
+                continue;
+            }
+            if since.elapsed() > CHECK_IDLE_AFTER && conn.check_alive(limit).is_err() {
+                continue;
+            }
+            return Ok(conn);
         }
         Connection::open(&self.address, &self.settings, true)
     }

@@ -40,9 +40,11 @@ use postgres::error::SqlState;
 
 use super::alerts::{new_alerts, Alert, RefusedWriter, REFUSED_WRITERS_SQL};
 use super::error::{parse_refusal, Error, REFUSED_SQLSTATE};
+#[cfg(test)]
+use super::floor::FLOOR_CHECK_BODY;
 use super::floor::{
-    refusal_lock_sql, refusal_lock_sql_if_direct, FLOOR_NAME, REFUSED_LOCK_CLASS,
-    REFUSED_LOCK_SUBID, SCHEMA_SQL, STORE_FLOOR_SQL,
+    owner_step, refusal_lock_sql, refusal_lock_sql_if_direct, SchemaCheck, FLOOR_NAME,
+    REFUSED_LOCK_CLASS, REFUSED_LOCK_SUBID, SCHEMA_CHECK_SQL, SCHEMA_SQL, STORE_FLOOR_SQL,
 };
 #[cfg(test)]
 use super::settings::{verify_checks, SettingStatus};
@@ -52,8 +54,7 @@ use super::value::Value;
 /// The writer lock statement: `SELECT pg_advisory_xact_lock(1279607879)`.
 pub const WRITER_LOCK_SQL: &str = "SELECT pg_advisory_xact_lock(1279607879)";
 
-/// The statement that lifts the statement limit for the schema setup's own transaction.
-pub const SETUP_LIMIT_SQL: &str = "SET LOCAL statement_timeout = 0";
+pub use super::floor::SETUP_LIMIT_SQL;
 
 /// The floor check, run under the writer lock: the stored floor (`NULL` when none), the
 /// session's writer version as the server sees it (`NULL` when unset), and whether any
@@ -159,6 +160,9 @@ pub enum StatementKind {
     SetupLimit,
     /// The host's own schema script, run before the floor's.
     HostSchema,
+    /// The catalog read that tells whether the floor's schema is current
+    /// ([`SCHEMA_CHECK_SQL`]), in the set-up that runs once per address per process.
+    SchemaCheck,
     /// The floor's schema ([`SCHEMA_SQL`], several statements).
     Schema,
     /// The statement that stores the floor ([`store_floor_sql`]).
@@ -170,9 +174,9 @@ pub enum StatementKind {
 }
 
 impl StatementKind {
-    /// A short lower-case name: `begin`, `writer_lock`, `floor_check`, `refusal_lock`,
-    /// `refused_writers`, `setup_limit`, `host_schema`, `schema`, `store_floor`,
-    /// `rollback`, `commit`.
+    /// A short lower-case name: `begin`, `writer_lock`, `floor_check`, `start_write`,
+    /// `refusal_lock`, `refused_writers`, `setup_limit`, `host_schema`, `schema_check`,
+    /// `schema`, `store_floor`, `rollback`, `commit`.
     pub fn name(self) -> &'static str {
         match self {
             StatementKind::Begin => "begin",
@@ -183,6 +187,7 @@ impl StatementKind {
             StatementKind::RefusedWriters => "refused_writers",
             StatementKind::SetupLimit => "setup_limit",
             StatementKind::HostSchema => "host_schema",
+            StatementKind::SchemaCheck => "schema_check",
             StatementKind::Schema => "schema",
             StatementKind::StoreFloor => "store_floor",
             StatementKind::Rollback => "rollback",
@@ -361,6 +366,7 @@ pub enum TxState {
 enum Goal {
     Write,
     Setup { extra: Option<String> },
+    Ensure,
     End { commit: bool },
 }
 
@@ -392,6 +398,10 @@ pub struct Protocol {
     /// How the host dialled the server: `Some(Some(port))` over TCP, `Some(None)` over a
     /// Unix socket, `None` when it cannot tell.
     dialled: Option<Option<u16>>,
+    /// Whether the floor was stored in this set-up's transaction.
+    stored: bool,
+    /// Whether the set-up committed with the floor stored.
+    set_up: bool,
 }
 
 impl Protocol {
@@ -421,6 +431,8 @@ impl Protocol {
             first: None,
             one_message,
             dialled: None,
+            stored: false,
+            set_up: false,
         };
         let first = match tx {
             TxState::OpenUsed => p.fail(Error::AlreadyInTransaction),
@@ -459,6 +471,24 @@ impl Protocol {
             .filter(|s| !s.trim().is_empty())
             .map(str::to_string);
         Protocol::new(Goal::Setup { extra }, settings, tx)
+    }
+
+    /// The set-up that runs once per address per process, before the first write: the
+    /// writer lock with its waits, `SET LOCAL statement_timeout = 0`, the catalog read
+    /// ([`SCHEMA_CHECK_SQL`]), the floor's schema only when something is missing or not
+    /// current, the stored floor raised to `settings`' required floor, and `COMMIT`. A
+    /// writer role with data grants only passes it once the owner ran [`Protocol::setup`].
+    /// On a read-only server with a current schema it stores nothing and ends with
+    /// [`Step::Done`] without [`Protocol::set_up`]: the write's own statement then says what
+    /// fails, and the next write tries the set-up again.
+    pub fn ensure(settings: &Settings, tx: TxState) -> Protocol {
+        Protocol::new(Goal::Ensure, settings, tx)
+    }
+
+    /// Whether a set-up ([`Protocol::setup`], [`Protocol::ensure`]) finished with the floor
+    /// stored and committed; record the address as set up only then.
+    pub fn set_up(&self) -> bool {
+        self.set_up
     }
 
     /// The end of a granted write: `COMMIT` when `commit` is true and no statement of the
@@ -569,14 +599,29 @@ impl Protocol {
                     let extra = extra.clone();
                     self.run(StatementKind::HostSchema, extra)
                 }
+                Goal::Ensure => self.run(StatementKind::SchemaCheck, SCHEMA_CHECK_SQL),
                 _ => self.run(StatementKind::Schema, SCHEMA_SQL),
             },
             StatementKind::HostSchema => self.run(StatementKind::Schema, SCHEMA_SQL),
+            StatementKind::SchemaCheck => {
+                let check = SchemaCheck::read(&rows);
+                if check.needs_ddl() {
+                    self.run(StatementKind::Schema, SCHEMA_SQL)
+                } else if check.stores_floor() {
+                    self.run(StatementKind::StoreFloor, store_floor_sql(self.required))
+                } else {
+                    self.run(StatementKind::Commit, "COMMIT")
+                }
+            }
             StatementKind::Schema => {
                 self.run(StatementKind::StoreFloor, store_floor_sql(self.required))
             }
-            StatementKind::StoreFloor => self.run(StatementKind::Commit, "COMMIT"),
+            StatementKind::StoreFloor => {
+                self.stored = true;
+                self.run(StatementKind::Commit, "COMMIT")
+            }
             StatementKind::Commit | StatementKind::Rollback => {
+                self.set_up = self.stored && kind == StatementKind::Commit;
                 self.state = State::Finished;
                 Step::Done
             }
@@ -598,6 +643,9 @@ impl Protocol {
             // A failed COMMIT or ROLLBACK ends the transaction on the server.
             StatementKind::Commit | StatementKind::Rollback => self.fail(server.into_error()),
             StatementKind::Begin => self.fail(server.into_error()),
+            StatementKind::Schema if self.goal == Goal::Ensure => {
+                self.roll_back_then(Some(owner_step(server.into_error())))
+            }
             _ => self.roll_back_then(Some(server.into_error())),
         }
     }
@@ -1129,6 +1177,104 @@ mod tests {
         );
         assert_eq!(kinds, [Begin, WriterLock, SetupLimit, Schema, Rollback]);
         assert!(matches!(step, Step::Failed(Error::Database { .. })));
+    }
+
+    #[test]
+    fn ensure_runs_ddl_only_when_the_catalog_says_something_is_missing() {
+        let check = |current: bool, read_only: bool| {
+            Reply::Rows(vec![vec![Value::Bool(current), Value::Bool(read_only)]])
+        };
+        let ensure = || Protocol::ensure(&Settings::new(), TxState::Idle);
+        let run = |p: &mut Protocol, replies: Vec<Reply>| {
+            let mut kinds = Vec::new();
+            let mut step = p.start();
+            let mut replies = replies.into_iter();
+            while let Step::Run(stmt) = &step {
+                kinds.push(stmt.kind());
+                step = p.feed(replies.next().expect("a scripted reply"));
+            }
+            (kinds, step)
+        };
+        // Current: no DDL, the floor is still stored (GREATEST), the address is set up.
+        let mut p = ensure();
+        let (kinds, step) = run(
+            &mut p,
+            vec![
+                Reply::ok(),
+                Reply::ok(),
+                Reply::ok(),
+                check(true, false),
+                Reply::ok(),
+                Reply::ok(),
+            ],
+        );
+        assert_eq!(
+            kinds,
+            [
+                Begin,
+                WriterLock,
+                SetupLimit,
+                StatementKind::SchemaCheck,
+                StoreFloor,
+                Commit
+            ]
+        );
+        assert!(matches!(step, Step::Done) && p.set_up(), "{step:?}");
+        // Something missing (text answers, as some drivers give): the schema's DDL runs.
+        let mut p = ensure();
+        let text = Reply::Rows(vec![vec![Value::from("f"), Value::from("f")]]);
+        let (kinds, _) = run(
+            &mut p,
+            vec![
+                Reply::ok(),
+                Reply::ok(),
+                Reply::ok(),
+                text,
+                Reply::ok(),
+                Reply::ok(),
+                Reply::ok(),
+            ],
+        );
+        assert_eq!(
+            kinds,
+            [
+                Begin,
+                WriterLock,
+                SetupLimit,
+                StatementKind::SchemaCheck,
+                Schema,
+                StoreFloor,
+                Commit
+            ]
+        );
+        assert!(p.set_up());
+        // Read-only and current: nothing stored, not recorded as set up.
+        let mut p = ensure();
+        let (kinds, step) = run(
+            &mut p,
+            vec![
+                Reply::ok(),
+                Reply::ok(),
+                Reply::ok(),
+                check(true, true),
+                Reply::ok(),
+            ],
+        );
+        assert_eq!(
+            kinds,
+            [
+                Begin,
+                WriterLock,
+                SetupLimit,
+                StatementKind::SchemaCheck,
+                Commit
+            ]
+        );
+        assert!(matches!(step, Step::Done) && !p.set_up(), "{step:?}");
+        // A doubtful answer counts as not current.
+        assert!(SchemaCheck::read(&[]).needs_ddl());
+        assert!(SCHEMA_CHECK_SQL.contains(FLOOR_CHECK_BODY));
+        assert!(SCHEMA_SQL.contains(FLOOR_CHECK_BODY));
     }
 
     #[test]

@@ -153,6 +153,82 @@ impl Cluster {
     }
 }
 
+/// A hot standby of a [`Cluster`], streaming from it (`pg_basebackup -R`), stopped and
+/// removed when dropped.
+pub struct Standby {
+    pub dir: tempfile::TempDir,
+    pub port: u16,
+}
+
+impl Standby {
+    /// Copies `primary` with `pg_basebackup -R` and starts the copy as a hot standby on a
+    /// free port; returns once it accepts sessions.
+    pub fn of(primary: &Cluster) -> Standby {
+        let dir = tempfile::Builder::new()
+            .prefix("wl-standby.")
+            .tempdir()
+            .expect("standby dir");
+        let data = dir.path().join("data");
+        let sock = dir.path().join("sock");
+        std::fs::create_dir_all(&sock).expect("socket dir");
+        if is_root() {
+            run_quiet(
+                Command::new("chown")
+                    .args(["-R", "postgres:postgres"])
+                    .arg(dir.path()),
+                "chown the standby dir",
+            );
+        }
+        run_quiet(
+            as_server(&pg_bin().join("pg_basebackup"))
+                .arg("-D")
+                .arg(&data)
+                .args([
+                    "-R",
+                    "-X",
+                    "stream",
+                    "-h",
+                    "127.0.0.1",
+                    "-U",
+                    "postgres",
+                    "-p",
+                ])
+                .arg(primary.port.to_string()),
+            "pg_basebackup",
+        );
+        let port = free_port();
+        run_quiet(
+            as_server(&pg_bin().join("pg_ctl"))
+                .arg("-D")
+                .arg(&data)
+                .arg("-l")
+                .arg(dir.path().join("server.log"))
+                .args(["-w", "-t", "60", "-o"])
+                .arg(format!(
+                    "-p {port} -k {} -c listen_addresses=127.0.0.1 -c hot_standby=on",
+                    sock.display()
+                ))
+                .arg("start")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null()),
+            "start the standby",
+        );
+        Standby { dir, port }
+    }
+}
+
+impl Drop for Standby {
+    fn drop(&mut self) {
+        let _ = as_server(&pg_bin().join("pg_ctl"))
+            .arg("-D")
+            .arg(self.dir.path().join("data"))
+            .args(["-m", "immediate", "-w", "stop"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
 impl Drop for Cluster {
     fn drop(&mut self) {
         let _ = Command::new(repo().join("tests/pg-cluster.sh"))

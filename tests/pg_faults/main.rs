@@ -12,7 +12,7 @@ mod harness;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use harness::{is_root, within, Bouncer, Cluster, Cut};
+use harness::{is_root, within, Bouncer, Cluster, Cut, Standby};
 use writerlock::pg::{setup_schema, Connection, Error, Pool, Settings, Value};
 
 /// Settings with short limits, so every fault shows within seconds.
@@ -206,6 +206,121 @@ fn restart_during_a_write_and_with_idle_pooled_connections() -> Result<(), Strin
         let sql = format!("SELECT count(*) FROM rows WHERE tag = 'after {mode}'");
         assert_eq!(count(&mut plain, &sql), 1);
     }
+    Ok(())
+}
+
+/// Item: a restart costs no write. Pooled connections used a moment before `pg_ctl restart`
+/// (fast and immediate) are recognised as ended without a round trip, so the writes taken
+/// through the pool right after it commit on fresh connections, over TCP and a Unix socket;
+/// a connection of the caller's own says plainly that the server ended it.
+fn writes_through_the_pool_right_after_a_restart_commit() -> Result<(), String> {
+    let cluster = Cluster::start();
+    drop(prepare(&cluster.url));
+    let unix = format!(
+        "postgresql://postgres@/postgres?host={}&port={}",
+        cluster.dir.join("sock").display(),
+        cluster.port
+    );
+    for (how, url) in [("tcp", cluster.url.clone()), ("unix", unix)] {
+        for mode in ["fast", "immediate"] {
+            let pool = Pool::new(&url, quick(), 3).expect("pool");
+            let write = |conn: &mut Connection, tag: &str| -> Result<(), Error> {
+                let mut w = conn.write()?;
+                w.execute("INSERT INTO rows VALUES (4, 1, $1)", &[Value::from(tag)])?;
+                w.commit()
+            };
+            let taken: Vec<Connection> = (0..3).map(|_| pool.take().expect("take")).collect();
+            for mut conn in taken {
+                write(&mut conn, "before").expect("a write before the restart");
+                pool.give(conn).expect("give");
+            }
+            let mut own = Connection::connect(&url, &quick()).expect("connect");
+            own.execute("SELECT 1", &[]).expect("used");
+            cluster.restart(mode);
+            let tag = format!("after {how} {mode}");
+            let taken: Vec<Connection> = (0..3)
+                .map(|_| pool.take().expect("take after the restart"))
+                .collect();
+            for mut conn in taken {
+                write(&mut conn, &tag).map_err(|e| {
+                    format!("{how} -m {mode}: a pooled write after the restart failed: {e}")
+                })?;
+                pool.give(conn).expect("give");
+            }
+            let err = own
+                .execute("SELECT 1", &[])
+                .expect_err("the server ended the caller's own connection");
+            println!("  {how} -m {mode}: own connection: {err}");
+            assert!(err.is_connection_lost(), "{err:?}");
+            let text = err.to_string();
+            assert!(
+                text.contains("the database server ended this session")
+                    || text.contains("is closed"),
+                "{text}"
+            );
+            if mode == "fast" {
+                assert!(text.contains("administrator command"), "{how}: {text}");
+            }
+            let mut plain = reachable(&cluster);
+            let sql = format!("SELECT count(*) FROM rows WHERE tag = '{tag}'");
+            assert_eq!(count(&mut plain, &sql), 3, "{how} -m {mode}");
+        }
+    }
+    Ok(())
+}
+
+/// Item: `target_session_attrs` as libpq reads it, against a real primary and hot standby:
+/// `primary` and `standby` pick the host of that kind whatever the order, `prefer-standby`
+/// takes the primary when no host is a standby, and `standby` without one says so per host.
+fn target_session_attrs_picks_the_primary_or_the_standby() -> Result<(), String> {
+    let cluster = Cluster::start();
+    let standby = Standby::of(&cluster);
+    let (p, s) = (cluster.port, standby.port);
+    let recovery = |url: &str| -> Result<(bool, i64), Error> {
+        let mut conn = Connection::connect(url, &quick())?;
+        let rows = conn.execute("SELECT pg_is_in_recovery(), inet_server_port()", &[])?;
+        let row = rows.first().expect("a row");
+        Ok((
+            row.get(0).and_then(Value::read_bool).expect("bool"),
+            row.get(1).and_then(Value::as_i64).expect("port"),
+        ))
+    };
+    let url = |ports: &str, target: &str| {
+        format!(
+            "host=127.0.0.1,127.0.0.1 port={ports} user=postgres dbname=postgres \
+             target_session_attrs={target}"
+        )
+    };
+    let one = |port: u16, target: &str| {
+        format!("postgresql://postgres@127.0.0.1:{port}/postgres?target_session_attrs={target}")
+    };
+    assert_eq!(
+        recovery(&url(&format!("{s},{p}"), "primary")).expect("primary"),
+        (false, i64::from(p))
+    );
+    assert_eq!(
+        recovery(&url(&format!("{p},{s}"), "standby")).expect("standby"),
+        (true, i64::from(s))
+    );
+    assert_eq!(
+        recovery(&url(&format!("{p},{s}"), "prefer-standby")).expect("prefer-standby"),
+        (true, i64::from(s))
+    );
+    assert_eq!(
+        recovery(&one(p, "prefer-standby")).expect("prefer-standby without a standby"),
+        (false, i64::from(p))
+    );
+    assert_eq!(
+        recovery(&one(p, "any")).expect("any"),
+        (false, i64::from(p))
+    );
+    let err = recovery(&one(p, "standby")).expect_err("no standby there");
+    println!("  standby without one: {err}");
+    let text = err.to_string();
+    assert!(matches!(err, Error::Connect { .. }), "{err:?}");
+    assert!(text.contains("the server is a primary"), "{text}");
+    let err = recovery(&one(s, "primary")).expect_err("no primary there");
+    assert!(err.to_string().contains("the server is a standby"), "{err}");
     Ok(())
 }
 
@@ -914,6 +1029,14 @@ fn main() {
         (
             "restart_during_a_write_and_with_idle_pooled_connections",
             restart_during_a_write_and_with_idle_pooled_connections,
+        ),
+        (
+            "writes_through_the_pool_right_after_a_restart_commit",
+            writes_through_the_pool_right_after_a_restart_commit,
+        ),
+        (
+            "target_session_attrs_picks_the_primary_or_the_standby",
+            target_session_attrs_picks_the_primary_or_the_standby,
         ),
         (
             "connect_to_a_frozen_server_ends_within_the_connect_timeout",

@@ -84,3 +84,52 @@ impl Drop for TestDb {
         ));
     }
 }
+
+/// `url` (`postgresql://user@host...`) with its user replaced by `user`.
+pub fn with_user(url: &str, user: &str) -> String {
+    let after_scheme = url.find("://").map(|i| i + 3).unwrap_or(0);
+    match url[after_scheme..].find('@') {
+        Some(at) => format!(
+            "{}{user}{}",
+            &url[..after_scheme],
+            &url[after_scheme + at..]
+        ),
+        None => format!("{}{user}@{}", &url[..after_scheme], &url[after_scheme..]),
+    }
+}
+
+/// A login role of the cluster's own for one test, dropped (with what it owns and its
+/// grants) when the guard goes; make it before the [`TestDb`] it is granted on, so the
+/// database goes first.
+pub struct TestRole {
+    /// The role's name, `wl_<tag>_<pid>_<n>`.
+    pub name: String,
+    admin: postgres::Client,
+}
+
+impl TestRole {
+    /// Creates a login role named after `tag`, with no privileges.
+    pub fn new(tag: &str) -> TestRole {
+        let mut admin = postgres::Client::connect(&admin_url(), postgres::NoTls)
+            .expect("reach TEST_DATABASE_URL");
+        let name = format!(
+            "wl_{tag}_{}_{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        );
+        admin
+            .batch_execute(&format!(
+                "DROP ROLE IF EXISTS {name}; CREATE ROLE {name} LOGIN"
+            ))
+            .expect("create the test role");
+        TestRole { name, admin }
+    }
+}
+
+impl Drop for TestRole {
+    fn drop(&mut self) {
+        let _ = self
+            .admin
+            .batch_execute(&format!("DROP ROLE IF EXISTS {}", self.name));
+    }
+}

@@ -16,6 +16,9 @@ pub fn bin() -> &'static str {
 pub fn command(args: &[&str]) -> Command {
     let mut cmd = Command::new(bin());
     cmd.args(args).env_remove("WRITERLOCK_DATABASE_URL");
+    for var in ["PGHOST", "PGHOSTADDR", "PGPORT", "PGUSER", "PGDATABASE"] {
+        cmd.env_remove(var);
+    }
     cmd
 }
 
