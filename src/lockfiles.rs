@@ -152,6 +152,8 @@ pub(crate) fn current_pid() -> u32 {
 pub struct LockFile {
     fd: i32,
     path: PathBuf,
+    /// The path as the system calls take it, for the check at each turn.
+    c_path: CString,
     writable: bool,
     /// Device and inode.
     id: (libc::dev_t, libc::ino_t),
@@ -316,6 +318,7 @@ impl LockFile {
         Ok(LockFile {
             fd,
             path: path.to_path_buf(),
+            c_path,
             writable,
             id: (st.st_dev, st.st_ino),
         })
@@ -386,6 +389,29 @@ impl LockFile {
                 source,
             },
         }
+    }
+
+    /// Whether the open descriptor is still the file at its path: the file
+    /// still has a link, and the path names it (same device and inode, not
+    /// followed through a symbolic link). False once an operator removed
+    /// the file (`rm`) or renamed another over it: a `flock()` on this
+    /// descriptor then excludes nobody who opens the path now.
+    pub fn is_current(&self) -> bool {
+        // SAFETY: fstat/lstat into zeroed structs; results checked.
+        let mut open: libc::stat = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstat(self.fd, &mut open) } != 0 {
+            // A descriptor closed behind the queue's back: not replaced by
+            // an operator; the `flock()` on it reports the error.
+            return true;
+        }
+        if open.st_nlink == 0 {
+            return false;
+        }
+        let mut named: libc::stat = unsafe { std::mem::zeroed() };
+        if unsafe { libc::lstat(self.c_path.as_ptr(), &mut named) } != 0 {
+            return false;
+        }
+        named.st_dev == open.st_dev && named.st_ino == open.st_ino
     }
 
     /// The raw descriptor.
@@ -480,7 +506,59 @@ pub struct LockFiles {
     pid: u32,
 }
 
+/// The byte of the queue file (past the hand-off page and its waiters'
+/// liveness bytes) whose open-file-description lock this library's writers
+/// hold for as long as they hold the turn: exclusive where the queue file
+/// is writable, shared where it could only be opened read-only. A writer
+/// that got the `flock()` of a lock file but finds this byte held by
+/// another writer knows that one holds the turn through a lock file that
+/// was removed or replaced since, and waits for it.
+pub const TURN_BYTE: i64 = (1 << 20) + 4096;
+
+fn turn_byte_lock(fd: i32, kind: libc::c_int) -> io::Result<Flock> {
+    // SAFETY: a zeroed flock is a valid argument; the result is checked.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = kind as libc::c_short;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    fl.l_start = TURN_BYTE;
+    fl.l_len = 1;
+    loop {
+        if unsafe { libc::fcntl(fd, libc::F_OFD_SETLK, &mut fl) } == 0 {
+            return Ok(Flock::Taken);
+        }
+        let err = io::Error::last_os_error();
+        match err.raw_os_error() {
+            Some(libc::EAGAIN) | Some(libc::EACCES) => return Ok(Flock::Held),
+            Some(libc::EINTR) => {}
+            _ => return Err(err),
+        }
+    }
+}
+
 impl LockFiles {
+    /// Whether both descriptors are still the files at their paths (see
+    /// [`LockFile::is_current`]).
+    pub fn are_current(&self) -> bool {
+        self.lock.is_current() && self.queue.is_current()
+    }
+
+    /// Marks the turn as held on the queue file's [`TURN_BYTE`]; `Held`
+    /// when another writer holds the turn (through a lock file no longer
+    /// at its path).
+    pub(crate) fn mark_turn(&self) -> io::Result<Flock> {
+        let kind = if self.queue.writable {
+            libc::F_WRLCK
+        } else {
+            libc::F_RDLCK
+        };
+        turn_byte_lock(self.queue.fd, kind)
+    }
+
+    /// Removes the mark of [`LockFiles::mark_turn`].
+    pub(crate) fn unmark_turn(&self) {
+        let _ = turn_byte_lock(self.queue.fd, libc::F_UNLCK);
+    }
+
     /// Opens both files for `database`, waiting at most until `deadline`
     /// (a lease another process holds). Two paths that name one file are
     /// refused: every writer would wait for itself.
@@ -526,6 +604,7 @@ impl LockFiles {
     pub fn discard(self, holding: bool) {
         if self.owned_here() {
             if holding {
+                self.unmark_turn();
                 let _ = unlock(self.lock.fd());
             }
             self.lock.close();
