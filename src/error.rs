@@ -41,6 +41,11 @@ pub struct Busy {
     /// The process that held the writer lock when the wait gave up, where
     /// `/proc/locks` shows one.
     pub holder_pid: Option<u32>,
+    /// A process holding SQLite's own write lock on the database outside
+    /// the queue (its own `BEGIN IMMEDIATE`, no turn taken), where
+    /// `/proc/locks` shows one: the writer everyone waits for, the queue's
+    /// holder included. The message names it after the fixed text.
+    pub outside_pid: Option<u32>,
 }
 
 /// Formats a limit in seconds the way the messages quote it: `25`, `1.5`.
@@ -72,7 +77,16 @@ impl fmt::Display for Busy {
                  (limit {limit} s, {}) and was not run; nothing was written",
                 self.setting
             ),
+        }?;
+        if let Some(pid) = self.outside_pid {
+            write!(
+                f,
+                ". Process {pid} holds SQLite's write lock on the database outside the queue \
+                 (a transaction begun without taking the writer turn), so every queued writer \
+                 waits for it; make that program write through the queue"
+            )?;
         }
+        Ok(())
     }
 }
 
@@ -354,6 +368,7 @@ mod tests {
             limit: Duration::from_secs(25),
             setting: "[DatabaseSettings] SQLiteTransactionWait".into(),
             holder_pid: Some(42),
+            outside_pid: None,
         };
         assert_eq!(
             busy.to_string(),
@@ -371,11 +386,32 @@ mod tests {
             limit: Duration::from_millis(5000),
             setting: "[DatabaseSettings] SQLiteBusyTimeout".into(),
             holder_pid: None,
+            outside_pid: None,
         };
         assert_eq!(
             busy.to_string(),
             "database is busy: the statement waited 5.0 s for another write to end (limit 5 s, \
              [DatabaseSettings] SQLiteBusyTimeout) and was not run; nothing was written"
+        );
+    }
+
+    #[test]
+    fn a_writer_outside_the_queue_is_named_after_the_fixed_text() {
+        let busy = Busy {
+            kind: BusyKind::Transaction,
+            waited: Duration::from_millis(1_020),
+            limit: Duration::from_secs(1),
+            setting: "[DatabaseSettings] SQLiteTransactionWait".into(),
+            holder_pid: Some(42),
+            outside_pid: Some(77),
+        };
+        assert_eq!(
+            busy.to_string(),
+            "database is busy: the transaction could not start within 1 s (waited 1.0 s, \
+             [DatabaseSettings] SQLiteTransactionWait), another write held the lock all that \
+             time; nothing was written. Process 77 holds SQLite's write lock on the database \
+             outside the queue (a transaction begun without taking the writer turn), so every \
+             queued writer waits for it; make that program write through the queue"
         );
     }
 

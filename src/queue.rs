@@ -296,10 +296,10 @@ impl WriterQueue {
     fn busy(&self, kind: BusyKind, wait: &Wait, deadline: &Deadline) -> Error {
         // Read the clock before the /proc/locks lookup, which takes time.
         let waited = deadline.waited();
-        let holder_pid = if self.in_memory {
-            None
+        let (holder_pid, outside_pid) = if self.in_memory {
+            (None, None)
         } else {
-            holders::database_holder(&self.database).filter(|p| *p != current_pid())
+            holders::holder_and_outside_writer(&self.database, current_pid())
         };
         Error::Busy(Busy {
             kind,
@@ -307,6 +307,7 @@ impl WriterQueue {
             limit: wait.limit(),
             setting: wait.setting().to_string(),
             holder_pid,
+            outside_pid,
         })
     }
 
