@@ -163,9 +163,9 @@ pub enum Error {
 
     /// A lock file next to the database could not be opened.
     #[error(
-        "could not open the writer lock file {}: {source}; check that the database's \
-         directory exists and that this user may read it",
-        .path.display()
+        "could not open the writer lock file {}: {source}; {}",
+        .path.display(),
+        open_advice(.source)
     )]
     LockFile {
         /// The lock file.
@@ -270,6 +270,23 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
+}
+
+/// What to do about a lock file that could not be opened: at the limit of
+/// open descriptors (`EMFILE` for the process, `ENFILE` for the system) the
+/// directory is not the problem.
+fn open_advice(source: &io::Error) -> &'static str {
+    match source.raw_os_error() {
+        Some(libc::EMFILE) => {
+            "this process has as many files open as its descriptor limit allows (ulimit -n, \
+             RLIMIT_NOFILE): close files it no longer needs or raise the limit"
+        }
+        Some(libc::ENFILE) => {
+            "the system has as many files open as its limit allows (fs.file-max): close files \
+             or raise the limit"
+        }
+        _ => "check that the database's directory exists and that this user may read it",
+    }
 }
 
 /// A database path as the messages show it: the path, or what an empty or
@@ -413,6 +430,17 @@ mod tests {
              outside the queue (a transaction begun without taking the writer turn), so every \
              queued writer waits for it; make that program write through the queue"
         );
+    }
+
+    #[test]
+    fn the_descriptor_limit_is_named_as_such() {
+        let e = Error::LockFile {
+            path: PathBuf::from("/srv/site.db.writer-lock"),
+            source: io::Error::from_raw_os_error(libc::EMFILE),
+        };
+        let text = e.to_string();
+        assert!(text.contains("descriptor limit"), "{text}");
+        assert!(!text.contains("directory exists"), "{text}");
     }
 
     #[test]

@@ -576,8 +576,50 @@ fn a_crash_frees_the_turn_with_two_thousand_queues_and_a_forked_child() {
     queue.release().expect("release");
 }
 
+/// A process at its open-file limit is told that it is the descriptor
+/// limit, not to check that the database's directory exists.
+fn a_lock_file_at_the_descriptor_limit_says_so() {
+    let db = Db::new();
+    let pipe = Pipe::new();
+    let child = fork(|| {
+        // Fill the descriptor table up to a low limit.
+        let limit = libc::rlimit {
+            rlim_cur: 64,
+            rlim_max: 64,
+        };
+        unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) };
+        let mut kept = Vec::new();
+        while let Ok(file) = std::fs::File::open("/dev/null") {
+            kept.push(file);
+        }
+        let queue = WriterQueue::new(&db.path);
+        let text = match queue.take(BusyKind::Transaction, &turn_wait()) {
+            Ok(_) => String::from("granted"),
+            Err(err) => err.to_string(),
+        };
+        drop(kept);
+        let ok = text.contains("descriptor limit") && !text.contains("directory exists");
+        if !ok {
+            eprintln!("at the descriptor limit: {text}");
+        }
+        pipe.send(u8::from(ok));
+        0
+    });
+    let answer = pipe.recv(Duration::from_secs(10));
+    wait(child);
+    assert_eq!(
+        answer,
+        Some(1),
+        "the message (above) does not name the descriptor limit"
+    );
+}
+
 fn main() {
     run_tests(&[
+        (
+            "a_lock_file_at_the_descriptor_limit_says_so",
+            a_lock_file_at_the_descriptor_limit_says_so,
+        ),
         (
             "a_crash_frees_the_turn_with_two_thousand_queues_and_a_forked_child",
             a_crash_frees_the_turn_with_two_thousand_queues_and_a_forked_child,
