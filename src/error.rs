@@ -41,6 +41,11 @@ pub struct Busy {
     /// The process that held the writer lock when the wait gave up, where
     /// `/proc/locks` shows one.
     pub holder_pid: Option<u32>,
+    /// A process holding SQLite's own write lock on the database outside
+    /// the queue (its own `BEGIN IMMEDIATE`, no turn taken), where
+    /// `/proc/locks` shows one: the writer everyone waits for, the queue's
+    /// holder included. The message names it after the fixed text.
+    pub outside_pid: Option<u32>,
 }
 
 /// Formats a limit in seconds the way the messages quote it: `25`, `1.5`.
@@ -72,7 +77,16 @@ impl fmt::Display for Busy {
                  (limit {limit} s, {}) and was not run; nothing was written",
                 self.setting
             ),
+        }?;
+        if let Some(pid) = self.outside_pid {
+            write!(
+                f,
+                ". Process {pid} holds SQLite's write lock on the database outside the queue \
+                 (a transaction begun without taking the writer turn), so every queued writer \
+                 waits for it; make that program write through the queue"
+            )?;
         }
+        Ok(())
     }
 }
 
@@ -149,9 +163,9 @@ pub enum Error {
 
     /// A lock file next to the database could not be opened.
     #[error(
-        "could not open the writer lock file {}: {source}; check that the database's \
-         directory exists and that this user may read it",
-        .path.display()
+        "could not open the writer lock file {}: {source}; {}",
+        .path.display(),
+        open_advice(.source)
     )]
     LockFile {
         /// The lock file.
@@ -274,6 +288,23 @@ pub enum Error {
     },
 }
 
+/// What to do about a lock file that could not be opened: at the limit of
+/// open descriptors (`EMFILE` for the process, `ENFILE` for the system) the
+/// directory is not the problem.
+fn open_advice(source: &io::Error) -> &'static str {
+    match source.raw_os_error() {
+        Some(libc::EMFILE) => {
+            "this process has as many files open as its descriptor limit allows (ulimit -n, \
+             RLIMIT_NOFILE): close files it no longer needs or raise the limit"
+        }
+        Some(libc::ENFILE) => {
+            "the system has as many files open as its limit allows (fs.file-max): close files \
+             or raise the limit"
+        }
+        _ => "check that the database's directory exists and that this user may read it",
+    }
+}
+
 /// A database path as the messages show it: the path, or what an empty or
 /// `:memory:` path stands for.
 fn shown(path: &std::path::Path) -> String {
@@ -370,6 +401,7 @@ mod tests {
             limit: Duration::from_secs(25),
             setting: "[DatabaseSettings] SQLiteTransactionWait".into(),
             holder_pid: Some(42),
+            outside_pid: None,
         };
         assert_eq!(
             busy.to_string(),
@@ -387,12 +419,44 @@ mod tests {
             limit: Duration::from_millis(5000),
             setting: "[DatabaseSettings] SQLiteBusyTimeout".into(),
             holder_pid: None,
+            outside_pid: None,
         };
         assert_eq!(
             busy.to_string(),
             "database is busy: the statement waited 5.0 s for another write to end (limit 5 s, \
              [DatabaseSettings] SQLiteBusyTimeout) and was not run; nothing was written"
         );
+    }
+
+    #[test]
+    fn a_writer_outside_the_queue_is_named_after_the_fixed_text() {
+        let busy = Busy {
+            kind: BusyKind::Transaction,
+            waited: Duration::from_millis(1_020),
+            limit: Duration::from_secs(1),
+            setting: "[DatabaseSettings] SQLiteTransactionWait".into(),
+            holder_pid: Some(42),
+            outside_pid: Some(77),
+        };
+        assert_eq!(
+            busy.to_string(),
+            "database is busy: the transaction could not start within 1 s (waited 1.0 s, \
+             [DatabaseSettings] SQLiteTransactionWait), another write held the lock all that \
+             time; nothing was written. Process 77 holds SQLite's write lock on the database \
+             outside the queue (a transaction begun without taking the writer turn), so every \
+             queued writer waits for it; make that program write through the queue"
+        );
+    }
+
+    #[test]
+    fn the_descriptor_limit_is_named_as_such() {
+        let e = Error::LockFile {
+            path: PathBuf::from("/srv/site.db.writer-lock"),
+            source: io::Error::from_raw_os_error(libc::EMFILE),
+        };
+        let text = e.to_string();
+        assert!(text.contains("descriptor limit"), "{text}");
+        assert!(!text.contains("directory exists"), "{text}");
     }
 
     #[test]

@@ -256,6 +256,9 @@ fn window_left(until: u64, now: u64, max: Duration) -> Option<Duration> {
 pub struct Page {
     ptr: *mut Layout,
     fd: i32,
+    /// The process that mapped it: a forked child has no copy of the
+    /// mapping (`MADV_DONTFORK`), so its copy of this value unmaps nothing.
+    pid: u32,
 }
 
 // SAFETY: the mapping is shared memory accessed only through atomics.
@@ -285,9 +288,19 @@ impl Page {
             if ptr == libc::MAP_FAILED {
                 return None;
             }
+            // A forked child must not inherit the mapping: it would keep the
+            // queue file's open file description alive (the mapping refers
+            // to it), and with it the description's byte locks (the turn's
+            // mark, the waiters' liveness), after the parent died, and with
+            // it the child could write into the parent's page.
+            if libc::madvise(ptr, PAGE_BYTES, libc::MADV_DONTFORK) != 0 {
+                libc::munmap(ptr, PAGE_BYTES);
+                return None;
+            }
             let page = Page {
                 ptr: ptr.cast(),
                 fd,
+                pid: crate::lockfiles::current_pid(),
             };
             let identity = &(*page.ptr).header.identity;
             match identity.compare_exchange(0, IDENTITY, Ordering::AcqRel, Ordering::Acquire) {
@@ -348,6 +361,11 @@ impl Page {
 
 impl Drop for Page {
     fn drop(&mut self) {
+        if self.pid != crate::lockfiles::current_pid() {
+            // A forked child: the range is not mapped here (MADV_DONTFORK),
+            // and may hold another mapping of the child's by now.
+            return;
+        }
         // SAFETY: we mapped exactly this range.
         unsafe {
             libc::munmap(self.ptr.cast(), PAGE_BYTES);

@@ -228,6 +228,19 @@ pub fn sqlite_writers(database: &Path, except: &[u32]) -> Vec<u32> {
     pids
 }
 
+/// For a busy message: the process holding the database's writer turn
+/// (else a writer outside the queue), and a process holding SQLite's own
+/// write lock outside the queue (not the turn's holder), both other than
+/// `me`. Behind a writer outside the queue the turn's holder only waits in
+/// its busy handler; the second answer names the one it waits for.
+pub fn holder_and_outside_writer(database: &Path, me: u32) -> (Option<u32>, Option<u32>) {
+    let turn = flock_holder(&crate::lockfiles::lock_path(database));
+    let mut except = vec![me];
+    except.extend(turn);
+    let outside = sqlite_writers(database, &except).first().copied();
+    (turn.or(outside).filter(|p| *p != me), outside)
+}
+
 /// The process holding a write lock on the database: the queue's holder
 /// first, else a writer outside the queue ([`sqlite_writers`]), other than
 /// this process.

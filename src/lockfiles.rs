@@ -15,9 +15,12 @@
 //! would free its parent's lock. So a [`LockFiles`] remembers the process
 //! that opened it, and a fork handler closes every inherited descriptor in
 //! the child as soon as it starts (closing a shared description's copy never
-//! releases the lock; only the last close or an explicit unlock does). The
-//! handler touches only atomics, so a lock another thread held at fork time
-//! cannot deadlock it.
+//! releases the lock; only the last close or an explicit unlock does),
+//! however many lock files the process has open. The handler touches only
+//! atomics (its registry only grows, in the parent), so a lock another
+//! thread held at fork time cannot deadlock it. The hand-off page is mapped
+//! `MADV_DONTFORK`: a child's copy of the mapping would keep the queue
+//! file's description, and its byte locks, alive after the parent died.
 //!
 //! The `flock()` calls (try a shared or exclusive lock, unlock) go through
 //! `fs4`. What it cannot express stays on `libc`: the fork handler
@@ -33,7 +36,7 @@ use std::mem::ManuallyDrop;
 use std::os::fd::FromRawFd;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU32, Ordering};
 use std::sync::Once;
 use std::time::Duration;
 
@@ -75,26 +78,61 @@ fn windows_contains(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len()).any(|w| w == needle)
 }
 
-const REGISTRY_SLOTS: usize = 512;
-/// Descriptors the fork handler closes in a child.
-static REGISTRY: [AtomicI32; REGISTRY_SLOTS] = [const { AtomicI32::new(-1) }; REGISTRY_SLOTS];
+/// Descriptors the fork handler closes in a child: a list of chunks of
+/// slots that only grows. A chunk is allocated in the process that opens a
+/// lock file (never in the fork handler) and never freed, so the handler
+/// walks the list with atomic loads alone: no allocation, no lock, nothing
+/// another thread could have held at fork time. A slot holds a descriptor
+/// or -1.
+struct Chunk {
+    slots: [AtomicI32; CHUNK_SLOTS],
+    next: AtomicPtr<Chunk>,
+}
+
+const CHUNK_SLOTS: usize = 512;
+
+impl Chunk {
+    const fn new() -> Chunk {
+        Chunk {
+            slots: [const { AtomicI32::new(-1) }; CHUNK_SLOTS],
+            next: AtomicPtr::new(std::ptr::null_mut()),
+        }
+    }
+
+    fn next(&self) -> Option<&'static Chunk> {
+        // SAFETY: a non-null `next` points to a leaked chunk, never freed.
+        unsafe { self.next.load(Ordering::Acquire).as_ref() }
+    }
+}
+
+static REGISTRY: Chunk = Chunk::new();
 static ATFORK: Once = Once::new();
 /// This process's id, cached (glibc no longer caches `getpid()`, and the
 /// queue asks on every call); 0 until first asked, reset in a forked child
 /// by the fork handler.
 static PID: AtomicU32 = AtomicU32::new(0);
 
+/// Every chunk of the registry, first to last.
+fn chunks() -> impl Iterator<Item = &'static Chunk> {
+    std::iter::successors(Some(&REGISTRY), |chunk| chunk.next())
+}
+
 extern "C" fn close_inherited_in_child() {
     PID.store(0, Ordering::SeqCst);
-    for slot in REGISTRY.iter() {
-        let fd = slot.swap(-1, Ordering::SeqCst);
-        if fd >= 0 {
-            // SAFETY: close is async-signal-safe; the descriptor is a copy of
-            // the parent's, which keeps its own, so the parent's lock stays.
-            unsafe {
-                libc::close(fd);
+    let mut chunk = Some(&REGISTRY);
+    while let Some(current) = chunk {
+        for slot in current.slots.iter() {
+            let fd = slot.swap(-1, Ordering::SeqCst);
+            if fd >= 0 {
+                // SAFETY: close is async-signal-safe; the descriptor is a copy
+                // of the parent's, which keeps its own, so the parent's lock
+                // stays.
+                unsafe {
+                    libc::close(fd);
+                }
             }
         }
+        chunk = current.next();
     }
     crate::wait::reseed();
 }
@@ -110,25 +148,44 @@ fn ensure_fork_handler() {
 
 fn register(fd: i32) {
     ensure_fork_handler();
-    for slot in REGISTRY.iter() {
-        if slot
-            .compare_exchange(-1, fd, Ordering::SeqCst, Ordering::SeqCst)
-            .is_ok()
-        {
-            return;
+    for chunk in chunks() {
+        for slot in chunk.slots.iter() {
+            if slot
+                .compare_exchange(-1, fd, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+            {
+                return;
+            }
         }
     }
-    // Registry full: the child still never unlocks the descriptor (the pid
-    // check), it only closes it at the handle's next use instead of at once.
+    // Every slot taken: a new chunk, the descriptor in it before it is
+    // linked (a fork from now on closes it), appended at the end.
+    let new: &'static Chunk = Box::leak(Box::new(Chunk::new()));
+    new.slots[0].store(fd, Ordering::SeqCst);
+    let mut last = &REGISTRY;
+    loop {
+        match last.next.compare_exchange(
+            std::ptr::null_mut(),
+            (new as *const Chunk).cast_mut(),
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => return,
+            // SAFETY: a non-null `next` points to a leaked chunk.
+            Err(next) => last = unsafe { &*next },
+        }
+    }
 }
 
 fn unregister(fd: i32) {
-    for slot in REGISTRY.iter() {
-        if slot
-            .compare_exchange(fd, -1, Ordering::SeqCst, Ordering::SeqCst)
-            .is_ok()
-        {
-            return;
+    for chunk in chunks() {
+        for slot in chunk.slots.iter() {
+            if slot
+                .compare_exchange(fd, -1, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+            {
+                return;
+            }
         }
     }
 }
@@ -152,6 +209,8 @@ pub fn current_pid() -> u32 {
 pub struct LockFile {
     fd: i32,
     path: PathBuf,
+    /// The path as the system calls take it, for the check at each turn.
+    c_path: CString,
     writable: bool,
     /// Device and inode.
     id: (libc::dev_t, libc::ino_t),
@@ -316,6 +375,7 @@ impl LockFile {
         Ok(LockFile {
             fd,
             path: path.to_path_buf(),
+            c_path,
             writable,
             id: (st.st_dev, st.st_ino),
         })
@@ -386,6 +446,29 @@ impl LockFile {
                 source,
             },
         }
+    }
+
+    /// Whether the open descriptor is still the file at its path: the file
+    /// still has a link, and the path names it (same device and inode, not
+    /// followed through a symbolic link). False once an operator removed
+    /// the file (`rm`) or renamed another over it: a `flock()` on this
+    /// descriptor then excludes nobody who opens the path now.
+    pub fn is_current(&self) -> bool {
+        // SAFETY: fstat/lstat into zeroed structs; results checked.
+        let mut open: libc::stat = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstat(self.fd, &mut open) } != 0 {
+            // A descriptor closed behind the queue's back: not replaced by
+            // an operator; the `flock()` on it reports the error.
+            return true;
+        }
+        if open.st_nlink == 0 {
+            return false;
+        }
+        let mut named: libc::stat = unsafe { std::mem::zeroed() };
+        if unsafe { libc::lstat(self.c_path.as_ptr(), &mut named) } != 0 {
+            return false;
+        }
+        named.st_dev == open.st_dev && named.st_ino == open.st_ino
     }
 
     /// The raw descriptor.
@@ -480,7 +563,59 @@ pub struct LockFiles {
     pid: u32,
 }
 
+/// The byte of the queue file (past the hand-off page and its waiters'
+/// liveness bytes) whose open-file-description lock this library's writers
+/// hold for as long as they hold the turn: exclusive where the queue file
+/// is writable, shared where it could only be opened read-only. A writer
+/// that got the `flock()` of a lock file but finds this byte held by
+/// another writer knows that one holds the turn through a lock file that
+/// was removed or replaced since, and waits for it.
+pub const TURN_BYTE: i64 = (1 << 20) + 4096;
+
+fn turn_byte_lock(fd: i32, kind: libc::c_int) -> io::Result<Flock> {
+    // SAFETY: a zeroed flock is a valid argument; the result is checked.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = kind as libc::c_short;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    fl.l_start = TURN_BYTE;
+    fl.l_len = 1;
+    loop {
+        if unsafe { libc::fcntl(fd, libc::F_OFD_SETLK, &mut fl) } == 0 {
+            return Ok(Flock::Taken);
+        }
+        let err = io::Error::last_os_error();
+        match err.raw_os_error() {
+            Some(libc::EAGAIN) | Some(libc::EACCES) => return Ok(Flock::Held),
+            Some(libc::EINTR) => {}
+            _ => return Err(err),
+        }
+    }
+}
+
 impl LockFiles {
+    /// Whether both descriptors are still the files at their paths (see
+    /// [`LockFile::is_current`]).
+    pub fn are_current(&self) -> bool {
+        self.lock.is_current() && self.queue.is_current()
+    }
+
+    /// Marks the turn as held on the queue file's [`TURN_BYTE`]; `Held`
+    /// when another writer holds the turn (through a lock file no longer
+    /// at its path).
+    pub(crate) fn mark_turn(&self) -> io::Result<Flock> {
+        let kind = if self.queue.writable {
+            libc::F_WRLCK
+        } else {
+            libc::F_RDLCK
+        };
+        turn_byte_lock(self.queue.fd, kind)
+    }
+
+    /// Removes the mark of [`LockFiles::mark_turn`].
+    pub(crate) fn unmark_turn(&self) {
+        let _ = turn_byte_lock(self.queue.fd, libc::F_UNLCK);
+    }
+
     /// Opens both files for `database`, waiting at most until `deadline`
     /// (a lease another process holds). Two paths that name one file are
     /// refused: every writer would wait for itself.
@@ -526,6 +661,7 @@ impl LockFiles {
     pub fn discard(self, holding: bool) {
         if self.owned_here() {
             if holding {
+                self.unmark_turn();
                 let _ = unlock(self.lock.fd());
             }
             self.lock.close();

@@ -276,6 +276,7 @@ impl WriterQueue {
             if let Some(page) = st.page.as_ref() {
                 page.as_ref().note_releasing();
             }
+            files.unmark_turn();
             if let Err(source) = lockfiles::unlock(files.lock.fd()) {
                 result = Err(Error::Flock {
                     path: files.lock.path().to_path_buf(),
@@ -299,10 +300,10 @@ impl WriterQueue {
     fn busy(&self, kind: BusyKind, wait: &Wait, deadline: &Deadline) -> Error {
         // Read the clock before the /proc/locks lookup, which takes time.
         let waited = deadline.waited();
-        let holder_pid = if self.in_memory {
-            None
+        let (holder_pid, outside_pid) = if self.in_memory {
+            (None, None)
         } else {
-            holders::database_holder(&self.database).filter(|p| *p != current_pid())
+            holders::holder_and_outside_writer(&self.database, current_pid())
         };
         Error::Busy(Busy {
             kind,
@@ -310,6 +311,7 @@ impl WriterQueue {
             limit: wait.limit(),
             setting: wait.setting().to_string(),
             holder_pid,
+            outside_pid,
         })
     }
 
@@ -322,7 +324,7 @@ impl WriterQueue {
 
     fn take_until(&self, kind: BusyKind, wait: &Wait, deadline: &Deadline) -> Result<()> {
         let me = Owner::current();
-        let (view, page, in_slice) = {
+        let mut st = {
             let mut st = self.state();
             loop {
                 match st.owner {
@@ -361,90 +363,138 @@ impl WriterQueue {
                 st.holding = true;
                 return Ok(());
             }
-            if st.files.is_none() {
-                // Opened without the state's mutex (an open may wait for a
-                // lease, up to the limit), the handle owned meanwhile.
-                st.owner = Some(me);
-                drop(st);
-                let opened = LockFiles::open(&self.database, kind, deadline).map(|files| {
-                    let page = (self.strategy == Strategy::Handoff && files.queue.writable())
-                        .then(|| Page::map(files.queue.fd()))
-                        .flatten();
-                    (files, page)
-                });
-                st = self.state();
-                match opened {
-                    Ok((files, page)) => {
-                        st.files = Some(files);
-                        st.page = page;
-                    }
-                    Err(err) => {
-                        st.owner = None;
-                        let notify = st.waiting_threads > 0;
-                        drop(st);
-                        if notify {
-                            self.turn_free.notify_one();
-                        }
-                        return Err(err);
-                    }
-                }
-            }
-            let Some(files) = st.files.as_ref() else {
-                return Err(Error::NotHolding);
-            };
-            let view = FilesView {
-                lock_fd: files.lock.fd(),
-                queue_fd: files.queue.fd(),
-            };
-            let page = st.page.as_ref().map(|p| p.as_ref());
             st.owner = Some(me);
-            (view, page, st.slice_open())
+            st
         };
+        loop {
+            let (view, page, in_slice) = match self.prepare_files(st, kind, deadline) {
+                Ok(prepared) => prepared,
+                Err(err) => {
+                    self.give_up_ownership();
+                    return Err(err);
+                }
+            };
 
-        // A panic inside the wait (a host's interrupt check) must not leave
-        // the handle owned by a wait that no longer runs.
-        let unwinding = ResetOnUnwind {
-            queue: self,
-            lock_fd: view.lock_fd,
-        };
-        let outcome = match page {
-            Some(page) => crate::handoff::wait_for_turn(&view, page, deadline, in_slice),
-            None => crate::polling::wait_for_turn(&view, deadline).map(|()| false),
-        };
-        std::mem::forget(unwinding);
+            // A panic inside the wait (a host's interrupt check) must not leave
+            // the handle owned by a wait that no longer runs.
+            let unwinding = ResetOnUnwind {
+                queue: self,
+                lock_fd: view.lock_fd,
+            };
+            let outcome = match page {
+                Some(page) => crate::handoff::wait_for_turn(&view, page, deadline, in_slice),
+                None => crate::polling::wait_for_turn(&view, deadline).map(|()| false),
+            };
+            std::mem::forget(unwinding);
 
-        let mut st = self.state();
-        match outcome {
-            Ok(took_back) => {
-                st.holding = true;
-                if took_back {
-                    st.slice_turns = st.slice_turns.saturating_add(1);
-                } else {
-                    st.slice_start = Some(Instant::now());
-                    st.slice_turns = 0;
-                    st.woke_ahead = false;
-                }
-                Ok(())
+            st = self.state();
+            let gave = match outcome {
+                Ok(took_back) => match confirm_turn(&mut st) {
+                    Ok(Confirmed::Held) => {
+                        st.holding = true;
+                        if took_back {
+                            st.slice_turns = st.slice_turns.saturating_add(1);
+                        } else {
+                            st.slice_start = Some(Instant::now());
+                            st.slice_turns = 0;
+                            st.woke_ahead = false;
+                        }
+                        return Ok(());
+                    }
+                    // The files were reopened: wait again on them.
+                    Ok(Confirmed::Reopen) => continue,
+                    // Another writer holds the turn through a lock file
+                    // removed or replaced since: wait for it by polling.
+                    Ok(Confirmed::HeldElsewhere) => {
+                        if deadline.passed() {
+                            Gave::Up
+                        } else {
+                            drop(st);
+                            if !deadline.sleep(poll_pause(deadline.waited())) {
+                                self.give_up_ownership();
+                                return Err(Self::interrupted(kind, deadline));
+                            }
+                            st = self.state();
+                            continue;
+                        }
+                    }
+                    Err(source) => Gave::Failed(source),
+                },
+                Err(gave) => gave,
+            };
+            st.owner = None;
+            let path = st
+                .files
+                .as_ref()
+                .map(|f| f.lock.path().to_path_buf())
+                .unwrap_or_default();
+            let notify = st.waiting_threads > 0;
+            drop(st);
+            if notify {
+                self.turn_free.notify_one();
             }
-            Err(gave) => {
-                st.owner = None;
-                let path = st
-                    .files
-                    .as_ref()
-                    .map(|f| f.lock.path().to_path_buf())
-                    .unwrap_or_default();
-                let notify = st.waiting_threads > 0;
-                drop(st);
-                if notify {
-                    self.turn_free.notify_one();
-                }
-                match gave {
-                    Gave::Up => Err(self.busy(kind, wait, deadline)),
-                    Gave::Interrupted => Err(Self::interrupted(kind, deadline)),
-                    Gave::Failed(source) => Err(Error::Flock { path, source }),
-                }
-            }
+            return match gave {
+                Gave::Up => Err(self.busy(kind, wait, deadline)),
+                Gave::Interrupted => Err(Self::interrupted(kind, deadline)),
+                Gave::Failed(source) => Err(Error::Flock { path, source }),
+            };
         }
+    }
+
+    /// Clears the handle's owner after a failed turn and wakes a thread
+    /// waiting for it.
+    fn give_up_ownership(&self) {
+        let mut st = self.state();
+        st.owner = None;
+        let notify = st.waiting_threads > 0;
+        drop(st);
+        if notify {
+            self.turn_free.notify_one();
+        }
+    }
+
+    /// With the handle owned by the calling thread: opens the lock files if
+    /// none are open (or the open ones are no longer the files at their
+    /// paths) and maps the hand-off page, and returns what the wait needs.
+    fn prepare_files<'q>(
+        &'q self,
+        mut st: MutexGuard<'q, State>,
+        kind: BusyKind,
+        deadline: &Deadline,
+    ) -> Result<(FilesView, Option<crate::handoff::PageRef>, bool)> {
+        if st.files.as_ref().is_some_and(|f| !f.are_current()) {
+            // Removed or replaced by an operator since the last turn: the
+            // descriptors exclude nobody who opens the paths now.
+            st.page = None;
+            if let Some(files) = st.files.take() {
+                files.discard(false);
+            }
+            st.slice_start = None;
+        }
+        if st.files.is_none() {
+            // Opened without the state's mutex (an open may wait for a
+            // lease, up to the limit), the handle owned meanwhile.
+            drop(st);
+            let opened = LockFiles::open(&self.database, kind, deadline).map(|files| {
+                let page = (self.strategy == Strategy::Handoff && files.queue.writable())
+                    .then(|| Page::map(files.queue.fd()))
+                    .flatten();
+                (files, page)
+            });
+            st = self.state();
+            let (files, page) = opened?;
+            st.files = Some(files);
+            st.page = page;
+        }
+        let Some(files) = st.files.as_ref() else {
+            return Err(Error::NotHolding);
+        };
+        let view = FilesView {
+            lock_fd: files.lock.fd(),
+            queue_fd: files.queue.fd(),
+        };
+        let page = st.page.as_ref().map(|p| p.as_ref());
+        Ok((view, page, st.slice_open()))
     }
 
     /// Checks that `conn` writes this queue's database, waits for the turn
@@ -625,6 +675,51 @@ impl WriterQueue {
     }
 }
 
+/// What the lock file's `flock()`, just taken, turned out to be.
+enum Confirmed {
+    /// The turn: the lock file is the one at its path and no other writer
+    /// marks the turn on the queue file.
+    Held,
+    /// A lock file or queue file was removed or replaced: the descriptors
+    /// were given up, and the wait starts again on the files at the paths.
+    Reopen,
+    /// Another writer marks the turn on the queue file: it holds the turn
+    /// through a lock file removed or replaced since it took it.
+    HeldElsewhere,
+}
+
+/// Checks the lock just taken (see [`Confirmed`]) and marks the turn on the
+/// queue file; on anything but [`Confirmed::Held`] the lock is dropped
+/// again (waking the hand-off line).
+fn confirm_turn(st: &mut State) -> std::io::Result<Confirmed> {
+    let Some(files) = st.files.as_ref() else {
+        return Ok(Confirmed::Reopen);
+    };
+    let confirmed = if files.are_current() {
+        files.mark_turn().map(|mark| match mark {
+            lockfiles::Flock::Taken => Confirmed::Held,
+            lockfiles::Flock::Held => Confirmed::HeldElsewhere,
+        })
+    } else {
+        Ok(Confirmed::Reopen)
+    };
+    if matches!(confirmed, Ok(Confirmed::Held)) {
+        return confirmed;
+    }
+    let _ = lockfiles::unlock(files.lock.fd());
+    if let Some(page) = st.page.as_ref() {
+        page.as_ref().note_released(Leaving::Done);
+    }
+    st.slice_start = None;
+    if matches!(confirmed, Ok(Confirmed::Reopen)) {
+        st.page = None;
+        if let Some(files) = st.files.take() {
+            files.discard(false);
+        }
+    }
+    confirmed
+}
+
 /// Why `BEGIN IMMEDIATE` did not start.
 enum Started {
     /// SQLite refused it (busy past the deadline, or another failure).
@@ -699,6 +794,7 @@ impl Drop for WriterQueue {
         let page = st.page.take();
         if let Some(files) = st.files.take() {
             if holding && files.owned_here() {
+                files.unmark_turn();
                 let _ = lockfiles::unlock(files.lock.fd());
                 if let Some(page) = page.as_ref() {
                     page.as_ref().note_released(Leaving::Done);

@@ -574,8 +574,79 @@ fn a_queue_file_held_exclusively_cannot_outlast_the_limit() {
     }
 }
 
+/// Behind a writer outside the queue (its own `BEGIN IMMEDIATE`), the
+/// turn's holder waits in its connection's busy handler; a writer that gives
+/// up behind both is told the fixed text, then which process holds SQLite's
+/// write lock outside the queue, and the error carries both pids.
+fn a_busy_message_names_the_writer_outside_the_queue() {
+    let db = Db::new();
+    let pipe = Pipe::new();
+    let outside = fork(|| {
+        let conn = open(&db.path);
+        if conn
+            .execute_batch("BEGIN IMMEDIATE; INSERT INTO publishes (n) VALUES (-2)")
+            .is_err()
+        {
+            return 1;
+        }
+        pipe.send(1);
+        std::thread::sleep(Duration::from_secs(30));
+        0
+    });
+    assert_eq!(
+        pipe.recv(Duration::from_secs(10)),
+        Some(1),
+        "the outside writer began"
+    );
+    let queued = fork(|| {
+        let conn = open(&db.path);
+        let queue = WriterQueue::new(&db.path);
+        i32::from(
+            queue
+                .begin(&conn, &Wait::transaction(Duration::from_secs(30)))
+                .is_err(),
+        )
+    });
+    let until = Instant::now() + Duration::from_secs(10);
+    while writerlock::holders::flock_holder(&lock_path(&db.path)) != Some(queued as u32) {
+        assert!(
+            Instant::now() < until,
+            "the queued writer never took its turn"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let conn = open(&db.path);
+    let queue = WriterQueue::new(&db.path);
+    let err = queue
+        .begin(&conn, &Wait::transaction(Duration::from_secs(1)))
+        .expect_err("both writers are ahead");
+    assert_eq!(kill9(queued), 128 + libc::SIGKILL);
+    assert_eq!(kill9(outside), 128 + libc::SIGKILL);
+    let busy = err.busy().expect("a busy error");
+    assert_eq!(busy.holder_pid, Some(queued as u32), "the turn's holder");
+    assert_eq!(
+        busy.outside_pid,
+        Some(outside as u32),
+        "the writer outside the queue"
+    );
+    let text = err.to_string();
+    let sentence = format!(
+        ". Process {outside} holds SQLite's write lock on the database outside the queue \
+         (a transaction begun without taking the writer turn), so every queued writer waits \
+         for it; make that program write through the queue"
+    );
+    let fixed = text
+        .strip_suffix(&sentence)
+        .unwrap_or_else(|| panic!("the message does not name the outside writer: {text}"));
+    assert_measured(fixed, TRANSACTION_BUSY, 1.0, 3.0);
+}
+
 fn main() {
     run_tests(&[
+        (
+            "a_busy_message_names_the_writer_outside_the_queue",
+            a_busy_message_names_the_writer_outside_the_queue,
+        ),
         (
             "a_queue_file_held_exclusively_cannot_outlast_the_limit",
             a_queue_file_held_exclusively_cannot_outlast_the_limit,

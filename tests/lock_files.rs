@@ -501,8 +501,129 @@ fn a_thread_behind_a_failed_open_is_woken_at_once() {
     );
 }
 
+/// A process serving 2,000 databases (a queue handle, two lock files each)
+/// holds a turn on the last and forks a child that lives on; when the
+/// parent is killed the turn is free at once: the child closed every
+/// inherited lock descriptor, not only the first few hundred.
+fn a_crash_frees_the_turn_with_two_thousand_queues_and_a_forked_child() {
+    const QUEUES: usize = 2_000;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let last = dir.path().join(format!("site-{}.db", QUEUES - 1));
+    let pipe = Pipe::new();
+    let parent = fork(|| {
+        // 4,000 lock descriptors and a few more.
+        let mut limit = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) };
+        if limit.rlim_cur < 4_200 {
+            limit.rlim_cur = limit.rlim_max.min(8_192);
+            unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) };
+        }
+        let queues: Vec<WriterQueue> = (0..QUEUES)
+            .map(|i| WriterQueue::new(dir.path().join(format!("site-{i}.db"))))
+            .collect();
+        for queue in &queues {
+            if queue.take(BusyKind::Transaction, &turn_wait()).is_err() {
+                return 1;
+            }
+            if queue.release().is_err() {
+                return 2;
+            }
+        }
+        if queues[QUEUES - 1]
+            .take(BusyKind::Transaction, &turn_wait())
+            .is_err()
+        {
+            return 3;
+        }
+        let child = fork(|| {
+            std::thread::sleep(Duration::from_secs(30));
+            0
+        });
+        let _ = child;
+        pipe.send(1);
+        std::thread::sleep(Duration::from_secs(30));
+        0
+    });
+    assert_eq!(
+        pipe.recv(Duration::from_secs(60)),
+        Some(1),
+        "the parent opened {QUEUES} queues and holds the last one's turn"
+    );
+    assert_eq!(probe_lock(&last), Probe::Held, "the parent holds the turn");
+    // The child of the parent lives on (its pid is the parent's child's).
+    let children = std::fs::read_to_string(format!("/proc/{parent}/task/{parent}/children"))
+        .expect("the parent's children");
+    let child: libc::pid_t = children
+        .split_whitespace()
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("the forked child");
+    assert_eq!(kill9(parent), 128 + libc::SIGKILL);
+    let queue = WriterQueue::new(&last);
+    let outcome = queue.take(
+        BusyKind::Transaction,
+        &Wait::transaction(Duration::from_secs(2)),
+    );
+    unsafe { libc::kill(child, libc::SIGKILL) };
+    let waited = outcome.expect("the killed parent's turn is free while its child lives");
+    assert!(
+        waited < Duration::from_secs(1),
+        "the turn came after {waited:?}"
+    );
+    queue.release().expect("release");
+}
+
+/// A process at its open-file limit is told that it is the descriptor
+/// limit, not to check that the database's directory exists.
+fn a_lock_file_at_the_descriptor_limit_says_so() {
+    let db = Db::new();
+    let pipe = Pipe::new();
+    let child = fork(|| {
+        // Fill the descriptor table up to a low limit.
+        let limit = libc::rlimit {
+            rlim_cur: 64,
+            rlim_max: 64,
+        };
+        unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) };
+        let mut kept = Vec::new();
+        while let Ok(file) = std::fs::File::open("/dev/null") {
+            kept.push(file);
+        }
+        let queue = WriterQueue::new(&db.path);
+        let text = match queue.take(BusyKind::Transaction, &turn_wait()) {
+            Ok(_) => String::from("granted"),
+            Err(err) => err.to_string(),
+        };
+        drop(kept);
+        let ok = text.contains("descriptor limit") && !text.contains("directory exists");
+        if !ok {
+            eprintln!("at the descriptor limit: {text}");
+        }
+        pipe.send(u8::from(ok));
+        0
+    });
+    let answer = pipe.recv(Duration::from_secs(10));
+    wait(child);
+    assert_eq!(
+        answer,
+        Some(1),
+        "the message (above) does not name the descriptor limit"
+    );
+}
+
 fn main() {
     run_tests(&[
+        (
+            "a_lock_file_at_the_descriptor_limit_says_so",
+            a_lock_file_at_the_descriptor_limit_says_so,
+        ),
+        (
+            "a_crash_frees_the_turn_with_two_thousand_queues_and_a_forked_child",
+            a_crash_frees_the_turn_with_two_thousand_queues_and_a_forked_child,
+        ),
         (
             "a_file_named_like_an_in_memory_uri_is_still_queued",
             a_file_named_like_an_in_memory_uri_is_still_queued,

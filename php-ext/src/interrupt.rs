@@ -117,6 +117,7 @@ pub(crate) fn run<T>(
                 limit: end_limit,
                 setting: end_setting.clone(),
                 holder_pid: holder(),
+                outside_pid: None,
             }))
         };
         match attempt(&wait) {
@@ -153,6 +154,7 @@ pub(crate) fn run<T>(
                     limit: end_limit,
                     setting: end_setting.clone(),
                     holder_pid: b.holder_pid,
+                    outside_pid: b.outside_pid,
                 })));
             }
             Err(other) => return Err(Stopped::Core(other)),

@@ -239,6 +239,48 @@ t( 'a web request whose SQLiteTransactionWait is not below max_execution_time: l
     check_same( 1, substr_count( $log, "[DatabaseSettings] SQLiteTransactionWait is 25 s, not below PHP's max_execution_time of 2 s" ), "error.log:\n$log" );
 } );
 
+t( 'workers that kept their lock files wait for a writer holding a new one after rm or a rename over it', function () use ( $dir, $path ) {
+    $lock = "$path.writer-lock";
+    $turn = __DIR__ . '/helpers/fpm_turn.php';
+    $queries = array_fill( 0, 8, array( 'db' => $path ) );
+    foreach ( array( 'rm', 'rename' ) as $how )
+    {
+        // Every worker takes a turn first, so each keeps the lock file open.
+        $kept = 0;
+        foreach ( fcgi_requests( $dir, $turn, $queries ) as $body )
+        {
+            $r = json_decode( $body, true );
+            check( is_array( $r ), "a request answered: $body" );
+        }
+        if ( $how === 'rm' )
+        {
+            check( unlink( $lock ), 'rm the lock file' );
+        }
+        else
+        {
+            file_put_contents( "$lock.new", '' );
+            check( rename( "$lock.new", $lock ), 'rename a new file over the lock file' );
+        }
+        // A command-line writer holds the new file's lock for 0.8 s.
+        $holder = new Child( php_cmd( __DIR__ . '/helpers/lock_holder.php', array( $lock, 0.8 ), false ) );
+        $line = $holder->line();
+        check( strpos( $line, 'held ' ) === 0, "the holder did not report holding: $line" );
+        $bodies = fcgi_requests( $dir, $turn, $queries );
+        $holder->wait();
+        check( preg_match( '/released (\d+)/', $holder->out, $m ) === 1, "the holder's output: {$holder->out} {$holder->err}" );
+        $released = (int)$m[1];
+        foreach ( $bodies as $body )
+        {
+            $r = json_decode( $body, true );
+            check( is_array( $r ), "a request answered: $body" );
+            $kept += $r['kept_fd'] !== null ? 1 : 0;
+            check( $r['enter'] >= $released,
+                   sprintf( "%s: worker %d took the turn %.3f s before the command-line writer let go", $how, $r['pid'], ( $released - $r['enter'] ) / 1e9 ) );
+        }
+        check( $kept > 0, "$how: no request used a lock file its worker kept" );
+    }
+} );
+
 t( 'the pool logged no PHP warning or notice', function () use ( $dir ) {
     $log = (string)@file_get_contents( "$dir/php-errors.log" ) . (string)@file_get_contents( "$dir/fpm.log" );
     check( !preg_match( '/PHP (Warning|Notice|Deprecated)/', $log ), "logs:\n$log" );
