@@ -177,7 +177,9 @@ typedef enum wl_result {
      * The connection's main database is not the file the queue serves (a
      * typo, or a relative path resolved elsewhere): its writers would not
      * exclude the others, so nothing was run. The message names both files;
-     * make the queue with `wl_queue_for_connection`.
+     * make the queue with `wl_queue_for_connection`. Also a connection whose
+     * open database file was replaced or removed (a restore by rename):
+     * reopen the connection.
      */
     WL_WRONG_DATABASE = 9,
     /**

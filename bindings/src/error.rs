@@ -558,6 +558,7 @@ mod tests {
             limit: Duration::from_secs(1),
             setting: "S".into(),
             holder_pid: Some(9),
+            outside_pid: None,
         }));
         assert_eq!(err.code, wl_result::WL_BUSY);
         assert_eq!(wl_error_busy_holder_pid(&err), 9);
