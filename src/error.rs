@@ -44,7 +44,9 @@ pub struct Busy {
     /// A process holding SQLite's own write lock on the database outside
     /// the queue (its own `BEGIN IMMEDIATE`, no turn taken), where
     /// `/proc/locks` shows one: the writer everyone waits for, the queue's
-    /// holder included. The message names it after the fixed text.
+    /// holder included. When it is not [`Busy::holder_pid`] (the queue's
+    /// holder is itself waiting for it), the message names it in a
+    /// sentence after the fixed text, which otherwise stays exact.
     pub outside_pid: Option<u32>,
 }
 
@@ -78,7 +80,10 @@ impl fmt::Display for Busy {
                 self.setting
             ),
         }?;
-        if let Some(pid) = self.outside_pid {
+        // The sentence is added only where it tells something new: when the writer
+        // waited for is itself the one outside the queue, `holder_pid` names it and the
+        // fixed text stays exactly as it is.
+        if let Some(pid) = self.outside_pid.filter(|&pid| Some(pid) != self.holder_pid) {
             write!(
                 f,
                 ". Process {pid} holds SQLite's write lock on the database outside the queue \
@@ -445,6 +450,16 @@ mod tests {
              time; nothing was written. Process 77 holds SQLite's write lock on the database \
              outside the queue (a transaction begun without taking the writer turn), so every \
              queued writer waits for it; make that program write through the queue"
+        );
+        // When the process waited for is the outsider itself, holder_pid names it and the
+        // text is the driver's, word for word.
+        let busy = Busy {
+            holder_pid: Some(77),
+            ..busy
+        };
+        assert!(
+            busy.to_string().ends_with("; nothing was written"),
+            "{busy}"
         );
     }
 
