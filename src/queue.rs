@@ -22,7 +22,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crate::error::{Busy, BusyKind, Error, Result, SqliteFailure};
@@ -30,7 +30,7 @@ use crate::handoff::{Leaving, Page, WAKE_AHEAD_TIME, WAKE_AHEAD_TURNS};
 use crate::holders;
 use crate::lockfiles::{self, current_pid, LockFiles};
 use crate::polling::{FilesView, Gave};
-use crate::sqlite::{looks_read_only, SqliteSession};
+use crate::sqlite::{self, looks_read_only, SqliteSession};
 use crate::wait::{poll_pause, Deadline, Strategy, Wait, SLICE, SLICE_TURNS};
 
 /// A process's handle on one database's write queue.
@@ -45,6 +45,14 @@ pub struct WriterQueue {
     database: PathBuf,
     in_memory: bool,
     strategy: Strategy,
+    turn: Arc<Turn>,
+}
+
+/// A handle's turn and what belongs to it, shared (weakly) with the commit
+/// and rollback hooks a turn sets on a connection that offers them, so a
+/// transaction the host ends gives the turn back.
+#[derive(Debug, Default)]
+struct Turn {
     state: Mutex<State>,
     turn_free: Condvar,
 }
@@ -71,6 +79,106 @@ struct State {
     /// The busy timeout the connection had before the turn's `begin`,
     /// restored when the transaction ends.
     caller_timeout: Option<Duration>,
+    /// The commit and rollback hooks the turn's `begin` set on its
+    /// connection, if the host allows them.
+    hooked: Option<Hooked>,
+    /// The connection (`SqliteSession::connection_id`) of the `begin` that
+    /// took the turn held, if it was taken that way and the host tells.
+    began: Option<usize>,
+}
+
+/// The commit and rollback hooks a turn set on its connection.
+///
+/// The hooks' argument is an `Arc<HookTarget>` made raw: that reference
+/// belongs to the connection and is freed exactly once, by the hook when it
+/// fires or by the queue when it clears the hooks itself (on the same
+/// connection, which it has at hand then). The one here lets the queue tell
+/// its current hooks from older ones.
+#[derive(Debug)]
+struct Hooked {
+    target: Arc<HookTarget>,
+}
+
+/// What a connection's commit and rollback hooks know of the turn.
+#[derive(Debug)]
+struct HookTarget {
+    turn: std::sync::Weak<Turn>,
+    /// The hooked connection's handle (an address: the state is `Send`).
+    db: usize,
+    /// Set while the queue runs its own `COMMIT` or `ROLLBACK`, which ends
+    /// the turn itself (and keeps it when SQLite refuses the `COMMIT`).
+    quiet: std::sync::atomic::AtomicBool,
+}
+
+impl HookTarget {
+    /// Clears the connection's hooks and frees their reference.
+    ///
+    /// # Safety
+    /// The hooks must still be set on the connection, which must be open,
+    /// and `this` must be the pointer they were set with.
+    unsafe fn unhook(this: *const HookTarget) {
+        let db = (*this).db as *mut libsqlite3_sys::sqlite3;
+        let set = sqlite::set_end_hooks(db, None, std::ptr::null_mut());
+        if set == this.cast_mut().cast() {
+            drop(Arc::from_raw(this));
+        } else if !set.is_null() {
+            // Another queue's hooks (a connection that began its last turn through another
+            // handle): only this crate sets hooks on such connections, so they are put back,
+            // and this handle's reference, no longer set anywhere, is left as it is.
+            sqlite::set_end_hooks(db, Some((on_rollback, on_commit)), set);
+        }
+    }
+}
+
+/// SQLite's commit hook: the host commits a transaction the queue began.
+unsafe extern "C" fn on_commit(arg: *mut std::ffi::c_void) -> std::ffi::c_int {
+    on_transaction_end(arg.cast_const().cast());
+    0
+}
+
+/// SQLite's rollback hook: the transaction the queue began rolled back.
+unsafe extern "C" fn on_rollback(arg: *mut std::ffi::c_void) {
+    on_transaction_end(arg.cast_const().cast());
+}
+
+/// Gives the turn back when the host ended the transaction the turn began
+/// (its own `COMMIT`, `with conn:`, a script), with the connection's busy
+/// timeout as it was before `begin`. Runs inside SQLite's `COMMIT`: in WAL
+/// mode nothing can refuse the commit after this point, so the turn is free
+/// a few microseconds before SQLite's write lock; in rollback-journal mode a
+/// `COMMIT` that then fails on readers (`SQLITE_BUSY`) keeps the
+/// transaction but has given the turn back, and SQLite's own lock still
+/// keeps the next writer out until it ends.
+unsafe fn on_transaction_end(this: *const HookTarget) {
+    // Nothing may unwind into SQLite.
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let target = &*this;
+        if target.quiet.load(Ordering::Acquire) {
+            return;
+        }
+        let db = target.db as *mut libsqlite3_sys::sqlite3;
+        let turn = target.turn.upgrade();
+        let ended = turn.as_ref().and_then(|turn| {
+            let mut st = turn.state();
+            let current = st
+                .hooked
+                .as_ref()
+                .is_some_and(|h| std::ptr::eq(Arc::as_ptr(&h.target), this));
+            current.then(|| {
+                st.hooked = None;
+                st.caller_timeout.take()
+            })
+        });
+        // SAFETY: these hooks are set (they are running) on the open connection `db`.
+        HookTarget::unhook(this);
+        if let (Some(turn), Some(saved)) = (turn, ended) {
+            if let Some(timeout) = saved {
+                let ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
+                libsqlite3_sys::sqlite3_busy_timeout(db, ms);
+            }
+            let _ = turn.release();
+        }
+    }));
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -141,6 +249,9 @@ impl State {
             self.slice_start = None;
             self.waiting_threads = 0;
             self.caller_timeout = None;
+            // The child's copy of the connection keeps its copy of the hooks,
+            // which find no turn of theirs when they fire.
+            self.hooked = None;
         }
         if self.files.as_ref().is_some_and(|f| !f.owned_here()) {
             if let Some(files) = self.files.take() {
@@ -150,6 +261,48 @@ impl State {
             // nothing of the parent's.
             self.page = None;
         }
+    }
+}
+
+impl Turn {
+    fn state(&self) -> MutexGuard<'_, State> {
+        let mut guard = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        guard.refresh_after_fork();
+        guard
+    }
+
+    /// Gives the turn back. Returns false when this handle held none.
+    fn release(&self) -> Result<bool> {
+        let mut st = self.state();
+        if !st.holding {
+            return Ok(false);
+        }
+        let mut result = Ok(true);
+        let leaving = st.leaving();
+        if let Some(files) = st.files.as_ref() {
+            if let Some(page) = st.page.as_ref() {
+                page.as_ref().note_releasing();
+            }
+            files.unmark_turn();
+            if let Err(source) = lockfiles::unlock(files.lock.fd()) {
+                result = Err(Error::Flock {
+                    path: files.lock.path().to_path_buf(),
+                    source,
+                });
+            }
+            if let Some(page) = st.page.as_ref() {
+                page.as_ref().note_released(leaving);
+            }
+        }
+        st.holding = false;
+        st.began = None;
+        st.owner = None;
+        let notify = st.waiting_threads > 0;
+        drop(st);
+        if notify {
+            self.turn_free.notify_one();
+        }
+        result
     }
 }
 
@@ -182,8 +335,7 @@ impl WriterQueue {
             in_memory: lockfiles::is_in_memory(&database),
             database,
             strategy,
-            state: Mutex::new(State::default()),
-            turn_free: Condvar::new(),
+            turn: Arc::new(Turn::default()),
         }
     }
 
@@ -198,14 +350,22 @@ impl WriterQueue {
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
-        let mut guard = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        guard.refresh_after_fork();
-        guard
+        self.turn.state()
     }
 
     /// Whether this handle holds the writer turn (in this process).
     pub fn holding(&self) -> bool {
         self.state().holding
+    }
+
+    /// Whether the calling thread holds this handle's turn through a
+    /// `begin` on the connection `id` (never for an unknown connection).
+    fn began_here(&self, id: Option<usize>) -> bool {
+        let st = self.state();
+        st.holding
+            && id.is_some()
+            && st.began == id
+            && st.owner.is_some_and(|o| o.thread == thread_number())
     }
 
     /// How long the last turn (a `begin`, a queued statement or a `take`)
@@ -266,35 +426,47 @@ impl WriterQueue {
 
     /// Gives the turn back. Returns false when this handle held none.
     pub fn release(&self) -> Result<bool> {
-        let mut st = self.state();
-        if !st.holding {
-            return Ok(false);
+        self.turn.release()
+    }
+
+    /// Sets the commit and rollback hooks of `conn`, where its host allows
+    /// them, so a transaction the host ends gives this turn back at once.
+    fn hook<S: SqliteSession + ?Sized>(&self, conn: &S) {
+        let Some(db) = conn.end_hooks_handle().filter(|db| !db.is_null()) else {
+            return;
+        };
+        self.unhook(conn);
+        let target = Arc::new(HookTarget {
+            turn: Arc::downgrade(&self.turn),
+            db: db as usize,
+            quiet: std::sync::atomic::AtomicBool::new(false),
+        });
+        let arg = Arc::into_raw(Arc::clone(&target));
+        // SAFETY: an open connection; the reference made raw lives until the hooks are
+        // cleared (HookTarget::unhook).
+        unsafe { sqlite::set_end_hooks(db, Some((on_rollback, on_commit)), arg.cast_mut().cast()) };
+        self.state().hooked = Some(Hooked { target });
+    }
+
+    /// Clears the hooks this handle set on `conn`, if they are still set.
+    fn unhook<S: SqliteSession + ?Sized>(&self, conn: &S) {
+        let Some(db) = conn.end_hooks_handle() else {
+            return;
+        };
+        let hooked = self.state().hooked.take_if(|h| h.target.db == db as usize);
+        if let Some(hooked) = hooked {
+            // SAFETY: the hooks were set on this connection, open as the caller uses it, and
+            // have not fired (they would have taken `hooked`).
+            unsafe { HookTarget::unhook(Arc::as_ptr(&hooked.target)) };
         }
-        let mut result = Ok(true);
-        let leaving = st.leaving();
-        if let Some(files) = st.files.as_ref() {
-            if let Some(page) = st.page.as_ref() {
-                page.as_ref().note_releasing();
-            }
-            files.unmark_turn();
-            if let Err(source) = lockfiles::unlock(files.lock.fd()) {
-                result = Err(Error::Flock {
-                    path: files.lock.path().to_path_buf(),
-                    source,
-                });
-            }
-            if let Some(page) = st.page.as_ref() {
-                page.as_ref().note_released(leaving);
-            }
+    }
+
+    /// Makes the hooks of this turn do nothing (while the queue's own
+    /// `COMMIT` or `ROLLBACK` runs), or act again.
+    fn quiet_hooks(&self, quiet: bool) {
+        if let Some(hooked) = self.state().hooked.as_ref() {
+            hooked.target.quiet.store(quiet, Ordering::Release);
         }
-        st.holding = false;
-        st.owner = None;
-        let notify = st.waiting_threads > 0;
-        drop(st);
-        if notify {
-            self.turn_free.notify_one();
-        }
-        result
     }
 
     fn busy(&self, kind: BusyKind, wait: &Wait, deadline: &Deadline) -> Error {
@@ -338,6 +510,7 @@ impl WriterQueue {
                         }
                         st.waiting_threads += 1;
                         st = self
+                            .turn
                             .turn_free
                             .wait_timeout(st, deadline.nap(left))
                             .unwrap_or_else(|p| p.into_inner())
@@ -431,7 +604,7 @@ impl WriterQueue {
             let notify = st.waiting_threads > 0;
             drop(st);
             if notify {
-                self.turn_free.notify_one();
+                self.turn.turn_free.notify_one();
             }
             return match gave {
                 Gave::Up => Err(self.busy(kind, wait, deadline)),
@@ -449,7 +622,7 @@ impl WriterQueue {
         let notify = st.waiting_threads > 0;
         drop(st);
         if notify {
-            self.turn_free.notify_one();
+            self.turn.turn_free.notify_one();
         }
     }
 
@@ -503,8 +676,14 @@ impl WriterQueue {
     /// the transaction ends (or here, when it could not start). On any
     /// failure the turn is given back and nothing was written.
     pub fn begin<S: SqliteSession + ?Sized>(&self, conn: &S, wait: &Wait) -> Result<()> {
-        if conn.in_transaction() == Some(true) {
+        let open = conn.in_transaction();
+        if open == Some(true) {
             return Err(Error::InTransaction);
+        }
+        if open == Some(false) && self.began_here(conn.connection_id()) {
+            // The transaction of this thread's last `begin` was ended by the host without the
+            // queue (a host whose hooks the queue cannot set): its turn ends now.
+            self.release_ended(conn)?;
         }
         self.check_connection(conn)?;
         let caller_timeout = conn
@@ -523,9 +702,13 @@ impl WriterQueue {
         };
         match started {
             Ok(()) => {
-                let mut st = self.state();
-                st.last_wait = deadline.waited();
-                st.caller_timeout = caller_timeout;
+                {
+                    let mut st = self.state();
+                    st.last_wait = deadline.waited();
+                    st.caller_timeout = caller_timeout;
+                    st.began = conn.connection_id();
+                }
+                self.hook(conn);
                 Ok(())
             }
             Err(failure) => {
@@ -555,16 +738,21 @@ impl WriterQueue {
         if !self.holding() {
             return Err(Error::NotHolding);
         }
+        self.quiet_hooks(true);
         match conn.exec(statement) {
             Ok(()) => {
+                self.unhook(conn);
                 self.give_back_timeout(conn);
                 self.release()?;
                 Ok(())
             }
             Err(failure) => {
                 if conn.in_transaction() != Some(true) {
+                    self.unhook(conn);
                     self.give_back_timeout(conn);
                     self.release()?;
+                } else {
+                    self.quiet_hooks(false);
                 }
                 Err(Error::Sqlite { statement, failure })
             }
@@ -576,6 +764,7 @@ impl WriterQueue {
     /// back the busy timeout the connection had before `begin`. Runs no
     /// statement. Returns false when this handle held no turn.
     pub fn release_ended<S: SqliteSession + ?Sized>(&self, conn: &S) -> Result<bool> {
+        self.unhook(conn);
         if !self.holding() {
             return Ok(false);
         }
@@ -781,14 +970,14 @@ impl Drop for ResetOnUnwind<'_> {
         let notify = st.waiting_threads > 0;
         drop(st);
         if notify {
-            self.queue.turn_free.notify_one();
+            self.queue.turn.turn_free.notify_one();
         }
     }
 }
 
 impl Drop for WriterQueue {
     fn drop(&mut self) {
-        let st = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
+        let mut st = self.turn.state.lock().unwrap_or_else(|p| p.into_inner());
         st.refresh_after_fork();
         let holding = st.holding;
         let page = st.page.take();

@@ -65,7 +65,52 @@ pub trait SqliteSession {
     fn implicit_transactions(&self) -> bool {
         false
     }
+
+    /// The connection's handle, when the queue may set the connection's
+    /// commit and rollback hooks (`sqlite3_commit_hook`,
+    /// `sqlite3_rollback_hook`) for the length of a transaction it began, so
+    /// that a transaction the host ends on its own (Python's `with conn:`, a
+    /// script's `COMMIT`) gives the turn back at once. Only for hosts that
+    /// offer no such hooks to their own users, since SQLite keeps one of each
+    /// per connection: `None` (the default) leaves the hooks alone.
+    fn end_hooks_handle(&self) -> Option<*mut ffi::sqlite3> {
+        None
+    }
+
+    /// A number that tells this connection from the host's others while it
+    /// is open (its `sqlite3*` address, where the host has one), so that a
+    /// `begin` on the connection whose transaction the host ended ends the
+    /// turn that transaction held; `None` when the host cannot tell.
+    fn connection_id(&self) -> Option<usize> {
+        None
+    }
 }
+
+/// Called by SQLite as a transaction of the hooked connection commits (before the commit is
+/// durable) or rolls back; the argument is the one given to [`set_end_hooks`].
+pub(crate) type EndHook = unsafe extern "C" fn(*mut std::ffi::c_void);
+
+/// Sets the commit and rollback hooks of `db` to `hook` with `arg`, or clears both with
+/// `None`. Returns the commit hook's argument before (SQLite tells only that).
+///
+/// # Safety
+/// `db` must be an open connection; `arg` must stay valid while the hooks are set.
+pub(crate) unsafe fn set_end_hooks(
+    db: *mut ffi::sqlite3,
+    hook: Option<(EndHook, CommitHook)>,
+    arg: *mut std::ffi::c_void,
+) -> *mut std::ffi::c_void {
+    let (rollback, commit) = match hook {
+        Some((rollback, commit)) => (Some(rollback), Some(commit)),
+        None => (None, None),
+    };
+    let before = ffi::sqlite3_commit_hook(db, commit, arg);
+    ffi::sqlite3_rollback_hook(db, rollback, arg);
+    before
+}
+
+/// Called by SQLite as a transaction commits; nonzero turns the commit into a rollback.
+pub(crate) type CommitHook = unsafe extern "C" fn(*mut std::ffi::c_void) -> std::ffi::c_int;
 
 /// Decides from its first keyword whether a statement only reads: `SELECT`,
 /// `VALUES`, `EXPLAIN` and a `PRAGMA` without `=` read; everything else,
@@ -125,6 +170,11 @@ impl SqliteSession for rusqlite::Connection {
 
     fn set_busy_timeout(&self, timeout: Duration) -> Result<(), SqliteFailure> {
         self.busy_timeout(timeout).map_err(failure_from_rusqlite)
+    }
+
+    fn connection_id(&self) -> Option<usize> {
+        // SAFETY: only the address is taken.
+        Some(unsafe { self.handle() } as usize)
     }
 
     fn in_transaction(&self) -> Option<bool> {
@@ -254,6 +304,10 @@ impl SqliteSession for RawSqlite {
         } else {
             Err(self.failure(rc))
         }
+    }
+
+    fn connection_id(&self) -> Option<usize> {
+        Some(self.db as usize)
     }
 
     fn in_transaction(&self) -> Option<bool> {
@@ -615,6 +669,16 @@ impl SqliteSession for SqliteHandle {
         // SAFETY (in the closure): the row of PRAGMA busy_timeout has one column.
         let ms = self.step(3, |stmt| unsafe { ffi::sqlite3_column_int64(stmt, 0) })?;
         Ok(ms.map(|ms| Duration::from_millis(ms.max(0) as u64)))
+    }
+
+    fn connection_id(&self) -> Option<usize> {
+        Some(self.raw.db as usize)
+    }
+
+    fn end_hooks_handle(&self) -> Option<*mut ffi::sqlite3> {
+        // The hosts this handle serves (Python's sqlite3) give their users no commit or
+        // rollback hook of SQLite's, so setting them takes nothing from anyone.
+        Some(self.raw.db)
     }
 
     fn has_moved(&self) -> Option<bool> {

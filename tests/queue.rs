@@ -695,6 +695,85 @@ fn commit_without_a_turn_and_a_failed_begin_leak_nothing() {
     mem.commit(&mc).expect("memory commit");
 }
 
+fn a_transaction_the_host_ends_gives_the_turn_back() {
+    let db = Db::new();
+    let conn = open(&db.path);
+    conn.busy_timeout(Duration::from_millis(7_000))
+        .expect("busy timeout");
+    let queue = WriterQueue::new(&db.path);
+    let other = WriterQueue::new(&db.path);
+    let busy_timeout = |c: &rusqlite::Connection| -> i64 {
+        c.query_row("PRAGMA busy_timeout", [], |r| r.get(0))
+            .expect("busy timeout")
+    };
+
+    // Through the connection's own handle the queue sets SQLite's commit and rollback
+    // hooks: the caller's own COMMIT, or ROLLBACK, gives the turn back at once.
+    // SAFETY: the connection outlives the handle.
+    let handle = unsafe { writerlock::SqliteHandle::new(conn.handle()) }.expect("a handle");
+    for ending in ["COMMIT", "ROLLBACK"] {
+        queue.begin(&handle, &wait_secs(5.0)).expect("begin");
+        conn.execute_batch("INSERT INTO publishes (n) VALUES (1)")
+            .expect("insert");
+        conn.execute_batch(ending).expect(ending);
+        assert!(
+            !queue.holding(),
+            "the turn was kept after the host's {ending}"
+        );
+        other
+            .take(
+                BusyKind::Transaction,
+                &Wait::transaction(Duration::from_millis(200)),
+            )
+            .unwrap_or_else(|e| panic!("the turn is not free after {ending}: {e}"));
+        other.release().expect("release");
+        assert_eq!(
+            busy_timeout(&conn),
+            7_000,
+            "the caller's busy timeout is back"
+        );
+    }
+    // A COMMIT that SQLite refuses (a deferred foreign key) keeps the transaction, and the
+    // turn with it, until it ends.
+    conn.execute_batch(
+        "PRAGMA foreign_keys = ON; CREATE TABLE parent (id INTEGER PRIMARY KEY); \
+         CREATE TABLE child (p INTEGER REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED)",
+    )
+    .expect("schema");
+    queue.begin(&handle, &wait_secs(5.0)).expect("begin");
+    conn.execute_batch("INSERT INTO child VALUES (7)")
+        .expect("insert");
+    assert!(
+        conn.execute_batch("COMMIT").is_err(),
+        "the foreign key fails"
+    );
+    assert!(queue.holding(), "a refused COMMIT keeps the turn");
+    assert!(other
+        .take(
+            BusyKind::Transaction,
+            &Wait::transaction(Duration::from_millis(100))
+        )
+        .is_err());
+    conn.execute_batch("ROLLBACK").expect("rollback");
+    assert!(!queue.holding());
+    drop(handle);
+
+    // Where the queue sets no hooks (a rusqlite connection, whose users may set their
+    // own), the turn ends at the next begin, which works.
+    queue.begin(&conn, &wait_secs(5.0)).expect("begin");
+    conn.execute_batch("INSERT INTO publishes (n) VALUES (2); COMMIT")
+        .expect("the caller's own commit");
+    queue
+        .begin(&conn, &wait_secs(5.0))
+        .expect("the next begin works");
+    conn.execute_batch("INSERT INTO publishes (n) VALUES (3)")
+        .expect("insert");
+    queue.commit(&conn).expect("commit");
+    assert_eq!(busy_timeout(&conn), 7_000);
+    // Rows 1 (committed by the host), 2 and 3; the rolled-back one is not there.
+    assert_eq!(db.count(), 3);
+}
+
 fn single_statements_queue_and_reads_do_not() {
     let db = Db::new();
     let pipe = Pipe::new();
@@ -732,6 +811,10 @@ fn single_statements_queue_and_reads_do_not() {
 
 fn main() {
     run_tests(&[
+        (
+            "a_transaction_the_host_ends_gives_the_turn_back",
+            a_transaction_the_host_ends_gives_the_turn_back,
+        ),
         (
             "sixty_four_processes_publish_three_times_and_all_commit",
             sixty_four_processes_publish_three_times_and_all_commit,

@@ -314,4 +314,9 @@ impl SqliteSession for PhpSqlite<'_> {
             None => self.probe_transaction(),
         }
     }
+
+    fn connection_id(&self) -> Option<usize> {
+        // The object's address: one connection object per address while it lives.
+        Some(std::ptr::from_ref(self.db) as usize)
+    }
 }

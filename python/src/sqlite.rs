@@ -295,6 +295,19 @@ impl SqliteSession for PySession {
     fn implicit_transactions(&self) -> bool {
         self.implicit
     }
+
+    fn end_hooks_handle(&self) -> Option<*mut ffi::sqlite3> {
+        // Python's sqlite3 gives its users no commit or rollback hook.
+        self.handle
+            .as_ref()
+            .and_then(|handle| handle.end_hooks_handle())
+    }
+
+    fn connection_id(&self) -> Option<usize> {
+        self.handle
+            .as_ref()
+            .and_then(|handle| handle.connection_id())
+    }
 }
 
 /// What this process's Python `sqlite3` module offers the queue, found once.
