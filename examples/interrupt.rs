@@ -14,10 +14,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let conn = rusqlite::Connection::open(&path)?;
     let queue = WriterQueue::new(&path);
 
-    // Another writer holds the turn (a second handle excludes this one like a process).
-    let holder = WriterQueue::new(&path);
-    let holder_conn = rusqlite::Connection::open(&path)?;
-    holder.begin(&holder_conn, &Wait::transaction(Duration::from_secs(25)))?;
+    // Another writer holds the turn: a second handle, in another thread, excludes this
+    // one like another process would.
+    let (held, until_done) = (std::sync::mpsc::channel(), std::sync::mpsc::channel::<()>());
+    let holder_path = path.clone();
+    let holder = std::thread::spawn(
+        move || -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+            let conn = rusqlite::Connection::open(&holder_path)?;
+            let holder = WriterQueue::new(&holder_path);
+            holder.begin(&conn, &Wait::transaction(Duration::from_secs(25)))?;
+            let _ = held.0.send(());
+            let _ = until_done.1.recv();
+            holder.rollback(&conn)?;
+            Ok(())
+        },
+    );
+    held.1.recv()?;
 
     let stop = Arc::new(AtomicBool::new(false)); // set from a signal handler or another thread
     let flag = stop.clone();
@@ -32,6 +44,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Ok(()) => return Err("the turn was granted while another writer held it".into()),
         Err(err) => return Err(err.into()),
     }
-    holder.rollback(&holder_conn)?;
+    drop(until_done.0);
+    let ended = holder.join().map_err(|_| "the holder thread panicked")?;
+    ended.map_err(|err| err as Box<dyn std::error::Error>)?;
     Ok(())
 }

@@ -234,6 +234,19 @@ pub enum Error {
     )]
     AlreadyHolding,
 
+    /// The calling thread already holds the turn of this database through
+    /// another queue handle: waiting would wait for itself until the limit.
+    #[error(
+        "this thread already holds the writer turn of {} through another writer queue handle, \
+         so waiting for it here would only wait for itself; commit or roll back that \
+         transaction first, or use the same handle; nothing was written",
+        .database.display()
+    )]
+    HeldThroughAnotherHandle {
+        /// The database whose turn this thread holds.
+        database: PathBuf,
+    },
+
     /// COMMIT or ROLLBACK was asked of a queue that holds no turn.
     #[error(
         "there is no queued transaction to end: this writer queue does not hold the writer turn; \

@@ -194,6 +194,41 @@ thread_local! {
     static THREAD: u64 = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
 }
 
+thread_local! {
+    /// The turns this thread took, by database (checked when read: a turn
+    /// may end in another thread, or the handle be gone).
+    static TAKEN: std::cell::RefCell<Vec<(PathBuf, std::sync::Weak<Turn>)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Notes that this thread holds `turn` of `database`.
+fn note_taken(database: &Path, turn: &Arc<Turn>) {
+    let _ = TAKEN.try_with(|taken| {
+        let mut taken = taken.borrow_mut();
+        taken.retain(|(_, t)| t.strong_count() > 0 && !std::ptr::eq(t.as_ptr(), Arc::as_ptr(turn)));
+        taken.push((database.to_path_buf(), Arc::downgrade(turn)));
+    });
+}
+
+/// Whether the calling thread (`me`) holds the turn of `database` through
+/// a handle other than `turn`'s. Called with no turn's state locked.
+fn taken_through_another_handle(database: &Path, turn: &Arc<Turn>, me: Owner) -> bool {
+    let candidates: Vec<Arc<Turn>> = TAKEN
+        .try_with(|taken| {
+            taken
+                .borrow()
+                .iter()
+                .filter(|(db, t)| db == database && !std::ptr::eq(t.as_ptr(), Arc::as_ptr(turn)))
+                .filter_map(|(_, t)| t.upgrade())
+                .collect()
+        })
+        .unwrap_or_default();
+    candidates.iter().any(|other| {
+        let st = other.state();
+        st.holding && st.owner == Some(me)
+    })
+}
+
 /// A number unique to the calling thread for the process's lifetime.
 /// Unlike `std::thread::current()` it allocates nothing in threads that
 /// Rust did not start (a C or PHP host's), so valgrind finds no "possibly
@@ -496,6 +531,11 @@ impl WriterQueue {
 
     fn take_until(&self, kind: BusyKind, wait: &Wait, deadline: &Deadline) -> Result<()> {
         let me = Owner::current();
+        if !self.in_memory && taken_through_another_handle(&self.database, &self.turn, me) {
+            return Err(Error::HeldThroughAnotherHandle {
+                database: self.database.clone(),
+            });
+        }
         let mut st = {
             let mut st = self.state();
             loop {
@@ -565,6 +605,7 @@ impl WriterQueue {
                 Ok(took_back) => match confirm_turn(&mut st) {
                     Ok(Confirmed::Held) => {
                         st.holding = true;
+                        note_taken(&self.database, &self.turn);
                         if took_back {
                             st.slice_turns = st.slice_turns.saturating_add(1);
                         } else {

@@ -588,21 +588,32 @@ fn a_raw_connection_outside_the_queue_is_waited_for() {
 }
 
 fn two_handles_in_one_process_exclude_each_other() {
+    // Two handles in one process exclude each other like two processes: the second,
+    // in another thread, waits. (In the same thread it is refused at once, see
+    // two_handles_nested_in_one_thread_are_refused_at_once.)
     let db = Db::new();
     let a = WriterQueue::new(&db.path);
     let b = WriterQueue::new(&db.path);
     let ca = open(&db.path);
-    let cb = open(&db.path);
+    let in_b = |f: &(dyn Fn() -> writerlock::Result<()> + Sync)| {
+        std::thread::scope(|s| s.spawn(f).join().expect("thread"))
+    };
     a.begin(&ca, &wait_secs(5.0)).expect("a begins");
-    let err = b.begin(&cb, &wait_secs(1.0)).expect_err("b must wait");
+    let err = in_b(&|| {
+        let cb = open(&db.path);
+        b.begin(&cb, &wait_secs(1.0))
+    })
+    .expect_err("b must wait");
     assert!(err.busy().is_some(), "{err}");
     // The turn alone, where SQLite's own write lock does not refuse b too.
-    let err = b
-        .take(
+    let err = in_b(&|| {
+        b.take(
             BusyKind::Statement,
             &Wait::statement(Duration::from_millis(300)),
         )
-        .expect_err("b must not get the turn");
+        .map(|_| ())
+    })
+    .expect_err("b must not get the turn");
     assert!(err.busy().is_some(), "{err}");
     a.commit(&ca).expect("commit");
     a.take(
@@ -610,14 +621,17 @@ fn two_handles_in_one_process_exclude_each_other() {
         &Wait::statement(Duration::from_millis(300)),
     )
     .expect("a takes the turn alone");
-    let err = b
-        .take(
+    let err = in_b(&|| {
+        b.take(
             BusyKind::Statement,
             &Wait::statement(Duration::from_millis(300)),
         )
-        .expect_err("b must wait for a's turn without a transaction");
+        .map(|_| ())
+    })
+    .expect_err("b must wait for a's turn without a transaction");
     assert!(err.busy().is_some(), "{err}");
     assert!(a.release().expect("release"));
+    let cb = open(&db.path);
     b.begin(&cb, &wait_secs(1.0)).expect("b begins after a");
     b.rollback(&cb).expect("rollback");
 }
@@ -774,6 +788,69 @@ fn a_transaction_the_host_ends_gives_the_turn_back() {
     assert_eq!(db.count(), 3);
 }
 
+fn two_handles_nested_in_one_thread_are_refused_at_once() {
+    let db = Db::new();
+    let q1 = WriterQueue::new(&db.path);
+    let q2 = WriterQueue::new(&db.path);
+    let c1 = open(&db.path);
+    let c2 = open(&db.path);
+    q1.begin(&c1, &wait_secs(5.0)).expect("q1 begins");
+    let before = Instant::now();
+    let err = q2.begin(&c2, &wait_secs(3.0)).expect_err("nested begin");
+    let took = before.elapsed();
+    assert!(
+        matches!(&err, Error::HeldThroughAnotherHandle { database } if database == &db.path),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string().starts_with(&format!(
+            "this thread already holds the writer turn of {} through another writer queue handle",
+            db.path.display()
+        )),
+        "{err}"
+    );
+    assert!(
+        took < Duration::from_secs(2),
+        "refused after {took:?}, not at once"
+    );
+    println!("a nested begin on a second handle was refused after {took:?}");
+    let err = q2
+        .take(BusyKind::Statement, &wait_secs(3.0))
+        .expect_err("nested take");
+    assert!(
+        matches!(err, Error::HeldThroughAnotherHandle { .. }),
+        "{err:?}"
+    );
+    // Another thread still waits for the turn, as another process would.
+    std::thread::scope(|s| {
+        let waited = s.spawn(|| {
+            let started = Instant::now();
+            let err = q2
+                .take(
+                    BusyKind::Transaction,
+                    &Wait::transaction(Duration::from_millis(1000)),
+                )
+                .expect_err("another thread waits");
+            (started.elapsed(), err)
+        });
+        let (elapsed, err) = waited.join().expect("thread");
+        assert!(err.busy().is_some(), "{err:?}");
+        assert!(elapsed >= Duration::from_millis(900), "{elapsed:?}");
+    });
+    q1.commit(&c1).expect("commit");
+    q2.begin(&c2, &wait_secs(3.0))
+        .expect("q2 begins once q1 is done");
+    q2.commit(&c2).expect("commit");
+    // A handle dropped while holding leaves nothing behind that refuses the next.
+    let q3 = WriterQueue::new(&db.path);
+    q3.begin(&c1, &wait_secs(3.0)).expect("q3");
+    drop(q3);
+    c1.execute_batch("ROLLBACK").expect("rollback");
+    q2.begin(&c2, &wait_secs(3.0))
+        .expect("q2 after a dropped q3");
+    q2.rollback(&c2).expect("rollback");
+}
+
 fn single_statements_queue_and_reads_do_not() {
     let db = Db::new();
     let pipe = Pipe::new();
@@ -811,6 +888,10 @@ fn single_statements_queue_and_reads_do_not() {
 
 fn main() {
     run_tests(&[
+        (
+            "two_handles_nested_in_one_thread_are_refused_at_once",
+            two_handles_nested_in_one_thread_are_refused_at_once,
+        ),
         (
             "a_transaction_the_host_ends_gives_the_turn_back",
             a_transaction_the_host_ends_gives_the_turn_back,

@@ -222,7 +222,10 @@ impl From<writerlock::Error> for wl_error {
             | E::LockFileAccess { .. }
             | E::UnsafeLockFile { .. }
             | E::Flock { .. } => wl_result::WL_IO,
-            E::AlreadyHolding | E::NotHolding | E::InTransaction => wl_result::WL_STATE,
+            E::AlreadyHolding
+            | E::HeldThroughAnotherHandle { .. }
+            | E::NotHolding
+            | E::InTransaction => wl_result::WL_STATE,
             E::InvalidArgument { .. } => wl_result::WL_INVALID_ARGUMENT,
             E::WrongDatabase { .. } | E::DatabaseReplaced { .. } => wl_result::WL_WRONG_DATABASE,
             E::Interrupted { .. } => wl_result::WL_INTERRUPTED,

@@ -204,7 +204,9 @@ pub fn queue_error(py: Python<'_>, err: WlError, original: Option<PyErr>) -> PyE
             Some(original) => rewrap(py, &message, original),
             None => OperationalError::new_err(message),
         },
-        WlError::NotHolding | WlError::AlreadyHolding => ProgrammingError::new_err(message),
+        WlError::NotHolding
+        | WlError::AlreadyHolding
+        | WlError::HeldThroughAnotherHandle { .. } => ProgrammingError::new_err(message),
         WlError::InTransaction => OperationalError::new_err(message),
         WlError::LockFile { source, .. }
         | WlError::LockFileAccess { source, .. }
