@@ -60,6 +60,16 @@ fn php_time_left() -> Option<Duration> {
     (!left.is_zero()).then_some(left)
 }
 
+/// `max_execution_time` as set (`ini_get()`, which `set_time_limit()`
+/// changes too), in whole seconds; `None` when it is 0 (no limit) or
+/// cannot be read.
+fn configured_time_limit() -> Option<Duration> {
+    let ini_get = ZendCallable::try_from_name("ini_get").ok()?;
+    let value = ini_get.try_call(vec![&TIME_LIMIT_SETTING]).ok()?;
+    let secs: u64 = value.str()?.trim().parse().ok()?;
+    (secs > 0).then(|| Duration::from_secs(secs))
+}
+
 /// How a wait through [`run`] ended without the turn.
 pub(crate) enum Stopped {
     /// A core error (busy with the caller's own limit, or anything else).
@@ -88,6 +98,13 @@ pub(crate) fn run<T>(
         Some(left) if left < limit => (left, TIME_LIMIT_SETTING.to_string()),
         _ => (limit, setting.to_string()),
     };
+    // The limit the message quotes: the setting's own value ("5 s" for
+    // max_execution_time=5), not the CPU time its timer had left ("4.976 s").
+    let quoted_limit = if end_setting == TIME_LIMIT_SETTING {
+        configured_time_limit().unwrap_or(end_limit)
+    } else {
+        end_limit
+    };
     let end = started + end_limit;
     loop {
         let remaining = end.saturating_duration_since(Instant::now());
@@ -114,7 +131,7 @@ pub(crate) fn run<T>(
             Stopped::Core(Error::Busy(Busy {
                 kind,
                 waited,
-                limit: end_limit,
+                limit: quoted_limit,
                 setting: end_setting.clone(),
                 holder_pid: holder(),
                 outside_pid: None,
@@ -151,7 +168,7 @@ pub(crate) fn run<T>(
                 return Err(Stopped::Core(Error::Busy(Busy {
                     kind,
                     waited: b.waited.max(started.elapsed()),
-                    limit: end_limit,
+                    limit: quoted_limit,
                     setting: end_setting.clone(),
                     holder_pid: b.holder_pid,
                     outside_pid: b.outside_pid,

@@ -107,9 +107,9 @@ WriterLock\BusyException: database is busy: the transaction could not start with
 int(1)
 bool(true)
 -- a wait longer than the time max_execution_time leaves ends before it, naming it
-WriterLock\BusyException: database is busy: the transaction could not start within %s s (waited %s s, max_execution_time), another write held the lock all that time; nothing was written
+WriterLock\BusyException: database is busy: the transaction could not start within 2 s (waited %s s, max_execution_time), another write held the lock all that time; nothing was written
 bool(true)
-WriterLock\BusyException: database is busy: the statement waited %s s for another write to end (limit %s s, max_execution_time) and was not run; nothing was written
+WriterLock\BusyException: database is busy: the statement waited %s s for another write to end (limit 1 s, max_execution_time) and was not run; nothing was written
 bool(true)
 int(0)
 -- a handler that calls exit() (SIGTERM) ends the script at once, with its status

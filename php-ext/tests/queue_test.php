@@ -209,6 +209,27 @@ t( 'one process: a second begin fails at once instead of waiting for itself', fu
     $q->commit( $db );
 } );
 
+t( 'a transaction the script ended itself: the next begin() works and ends that turn', function () use ( $path ) {
+    $db = new SQLite3( $path );
+    $db->busyTimeout( 6000 );
+    $q = new WriterLock\Queue( $path );
+    foreach ( array( 'COMMIT', 'ROLLBACK' ) as $end )
+    {
+        $q->begin( $db, 5 );
+        $db->exec( "INSERT INTO pub (worker, seq) VALUES ('own-$end', 1)" );
+        check_same( true, $db->exec( $end ), "the script's own $end" );
+        $q->begin( $db, 5 );
+        check( $q->holding(), "not holding after the begin that followed the script's $end" );
+        $db->exec( "INSERT INTO pub (worker, seq) VALUES ('own-$end', 2)" );
+        check_same( true, $q->commit( $db ), 'commit()' );
+        check( !$q->holding(), 'holding after commit' );
+        check_same( 6000, $db->querySingle( 'PRAGMA busy_timeout' ), 'the busy timeout after the turn' );
+    }
+    check_same( 2, count_rows( $path, "worker = 'own-COMMIT'" ), 'rows after the script\'s COMMIT' );
+    check_same( 1, count_rows( $path, "worker = 'own-ROLLBACK'" ), 'rows after the script\'s ROLLBACK' );
+    no_diagnostics();
+} );
+
 t( 'a queue object freed while holding gives the turn back', function () use ( $path ) {
     $db = new SQLite3( $path );
     $q = new WriterLock\Queue( $path );
