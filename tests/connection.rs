@@ -354,3 +354,64 @@ fn a_queue_for_another_existing_file_on_the_same_disk_is_refused() {
     );
     assert!(!queue.holding());
 }
+
+/// A restore or deploy renames another database over the connection's file.
+fn replace_by_rename(path: &Path, journal: &str) {
+    let restored = path.with_extension("restored");
+    let other = Connection::open(&restored).expect("open the restored copy");
+    other
+        .execute_batch(&format!(
+            "PRAGMA journal_mode={journal}; CREATE TABLE t (x INTEGER); INSERT INTO t VALUES (100)"
+        ))
+        .expect("restored schema");
+    drop(other);
+    std::fs::rename(&restored, path).expect("rename over the database");
+}
+
+#[test]
+fn a_database_replaced_by_rename_is_refused_and_nothing_is_written() {
+    for journal in ["WAL", "DELETE"] {
+        let (_dir, path) = database();
+        let conn = Connection::open(&path).expect("open");
+        conn.execute_batch(&format!("PRAGMA journal_mode={journal}"))
+            .expect("journal mode");
+        let queue = WriterQueue::for_connection(&conn).expect("queue");
+        queue.begin(&conn, &wait()).expect("first turn");
+        conn.execute("INSERT INTO t VALUES (1)", []).expect("insert");
+        queue.commit(&conn).expect("commit");
+        // Checkpointed first: a WAL left beside the database would be read into the
+        // restored file by its next reader (the operator's side of a restore), whatever
+        // the queue does.
+        conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
+            .expect("checkpoint");
+
+        replace_by_rename(&path, journal);
+        let err = queue.begin(&conn, &wait()).expect_err("a replaced database");
+        assert!(
+            matches!(&err, Error::DatabaseReplaced { path: p } if p == &path),
+            "{journal}: {err:?}"
+        );
+        let text = err.to_string();
+        assert!(
+            text.contains(&*path.to_string_lossy()) && text.contains("open the database again"),
+            "{journal}: {text}"
+        );
+        assert!(!queue.holding(), "{journal}: the turn was kept");
+        let err = queue
+            .execute(&conn, "INSERT INTO t VALUES (2)", &wait())
+            .expect_err("a queued statement on the replaced database");
+        assert!(matches!(err, Error::DatabaseReplaced { .. }), "{journal}: {err:?}");
+
+        // Nothing reached either file: the restored one has only its own row.
+        let fresh = Connection::open(&path).expect("reopen");
+        let rows: Vec<i64> = fresh
+            .prepare("SELECT x FROM t ORDER BY x")
+            .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
+            .expect("rows");
+        assert_eq!(rows, vec![100], "{journal}: the restored database changed");
+        // A connection opened again works.
+        let queue = WriterQueue::for_connection(&fresh).expect("queue");
+        queue.begin(&fresh, &wait()).expect("turn on the reopened connection");
+        queue.rollback(&fresh).expect("rollback");
+    }
+}
