@@ -377,7 +377,8 @@ fn a_database_replaced_by_rename_is_refused_and_nothing_is_written() {
             .expect("journal mode");
         let queue = WriterQueue::for_connection(&conn).expect("queue");
         queue.begin(&conn, &wait()).expect("first turn");
-        conn.execute("INSERT INTO t VALUES (1)", []).expect("insert");
+        conn.execute("INSERT INTO t VALUES (1)", [])
+            .expect("insert");
         queue.commit(&conn).expect("commit");
         // Checkpointed first: a WAL left beside the database would be read into the
         // restored file by its next reader (the operator's side of a restore), whatever
@@ -386,7 +387,9 @@ fn a_database_replaced_by_rename_is_refused_and_nothing_is_written() {
             .expect("checkpoint");
 
         replace_by_rename(&path, journal);
-        let err = queue.begin(&conn, &wait()).expect_err("a replaced database");
+        let err = queue
+            .begin(&conn, &wait())
+            .expect_err("a replaced database");
         assert!(
             matches!(&err, Error::DatabaseReplaced { path: p } if p == &path),
             "{journal}: {err:?}"
@@ -400,7 +403,10 @@ fn a_database_replaced_by_rename_is_refused_and_nothing_is_written() {
         let err = queue
             .execute(&conn, "INSERT INTO t VALUES (2)", &wait())
             .expect_err("a queued statement on the replaced database");
-        assert!(matches!(err, Error::DatabaseReplaced { .. }), "{journal}: {err:?}");
+        assert!(
+            matches!(err, Error::DatabaseReplaced { .. }),
+            "{journal}: {err:?}"
+        );
 
         // Nothing reached either file: the restored one has only its own row.
         let fresh = Connection::open(&path).expect("reopen");
@@ -411,7 +417,9 @@ fn a_database_replaced_by_rename_is_refused_and_nothing_is_written() {
         assert_eq!(rows, vec![100], "{journal}: the restored database changed");
         // A connection opened again works.
         let queue = WriterQueue::for_connection(&fresh).expect("queue");
-        queue.begin(&fresh, &wait()).expect("turn on the reopened connection");
+        queue
+            .begin(&fresh, &wait())
+            .expect("turn on the reopened connection");
         queue.rollback(&fresh).expect("rollback");
     }
 }
