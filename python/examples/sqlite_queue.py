@@ -2,7 +2,7 @@ import sqlite3
 
 import writerlock
 
-conn = sqlite3.connect("app.db", isolation_level=None)         # autocommit mode is required
+conn = sqlite3.connect("app.db", isolation_level=None)         # autocommit mode (the default works too)
 conn.execute("CREATE TABLE IF NOT EXISTS events (name TEXT)")
 conn.execute("CREATE TABLE IF NOT EXISTS jobs (id INTEGER PRIMARY KEY, done INTEGER)")
 queue = writerlock.WriterQueue.for_connection(conn)            # the connection's own file

@@ -434,6 +434,24 @@ fn main_file_by_python(conn: &Bound<'_, PyAny>) -> Option<PathBuf> {
     None
 }
 
+/// A connection closed inside the queue's transaction: SQLite rolled it back and the turn
+/// went back with it, so `commit()`/`rollback()` find no turn. That is reported as Python
+/// reports any use of a closed connection (`sqlite3.ProgrammingError`), not as a queue that
+/// holds no turn; any other error is handed back.
+fn ended_on_close(
+    py: Python<'_>,
+    conn: &Bound<'_, PyAny>,
+    err: writerlock::Error,
+) -> Result<PyErr, writerlock::Error> {
+    if !matches!(err, writerlock::Error::NotHolding) {
+        return Err(err);
+    }
+    match conn.getattr(intern!(py, "in_transaction")) {
+        Err(closed) => Ok(closed),
+        Ok(_) => Err(err),
+    }
+}
+
 /// Refuses anything but a `sqlite3.Connection` (or subclass), with a clear `TypeError`.
 fn check_type(conn: &Bound<'_, PyAny>) -> PyResult<()> {
     let py = conn.py();
@@ -703,7 +721,7 @@ impl PyWriterQueue {
         let session = PySession::new(conn, None).direct(self.handle_for(conn), Mode::Autocommit);
         let queue = &self.inner;
         py.detach(|| queue.commit(&session))
-            .map_err(|e| session.raise(py, e))
+            .map_err(|e| ended_on_close(py, conn, e).unwrap_or_else(|e| session.raise(py, e)))
     }
 
     /// Rolls back and gives the turn back.
@@ -712,7 +730,7 @@ impl PyWriterQueue {
         let session = PySession::new(conn, None).direct(self.handle_for(conn), Mode::Autocommit);
         let queue = &self.inner;
         py.detach(|| queue.rollback(&session))
-            .map_err(|e| session.raise(py, e))
+            .map_err(|e| ended_on_close(py, conn, e).unwrap_or_else(|e| session.raise(py, e)))
     }
 
     /// Gives the turn back after the connection's transaction ended without the queue (the
