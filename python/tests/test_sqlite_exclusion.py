@@ -322,3 +322,62 @@ def test_a_program_started_by_a_holder_does_not_keep_the_turn_after_it_dies(
                 os.kill(sleeper, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+# ---------------------------------------------------------------------------------------------
+# Lock files an operator removes or replaces while a turn is held
+
+HOLDER = """
+    import sys, time, writerlock
+    path, strategy, hold = sys.argv[1], sys.argv[2], float(sys.argv[3])
+    q = writerlock.WriterQueue(path, strategy=strategy)
+    q.acquire(wait=10.0)
+    enter = time.monotonic_ns()
+    print("holding", flush=True)
+    time.sleep(hold)
+    leave = time.monotonic_ns()
+    q.release()
+    print(f"{enter} {leave}", flush=True)
+"""
+
+
+def change_file(path: str, how: str) -> None:
+    """What an operator does to a lock file: ``rm`` it, or rename a new file over it."""
+    if how == "rm":
+        os.unlink(path)
+    else:
+        Path(path + ".new").write_bytes(b"")
+        os.rename(path + ".new", path)
+
+
+@pytest.mark.parametrize("strategy", ["handoff", "poll"])
+@pytest.mark.parametrize("suffix", [".writer-lock", ".writer-queue"])
+@pytest.mark.parametrize("how", ["rm", "rename"])
+def test_a_lock_file_removed_or_replaced_while_held_lets_no_second_writer_in(
+    db: str, strategy: str, suffix: str, how: str
+) -> None:
+    # Another process holds the turn while a cleanup job removes a lock file or a restore
+    # renames a new one over it. Neither a long-lived handle of this process (a worker that
+    # keeps its queue between jobs, opened before the change) nor a fresh one may enter
+    # before the holder leaves.
+    long_lived = writerlock.WriterQueue(db, strategy=strategy)
+    long_lived.acquire(wait=5.0)
+    long_lived.release()
+    for queue in (long_lived, writerlock.WriterQueue(db, strategy=strategy)):
+        holder = python(HOLDER, db, strategy, "0.5")
+        try:
+            assert holder.stdout is not None
+            assert holder.stdout.readline().strip() == "holding"
+            change_file(db + suffix, how)
+            queue.acquire(wait=10.0)
+            entered = time.monotonic_ns()
+            queue.release()
+            out, _ = holder.communicate(timeout=10)
+            assert holder.returncode == 0, out
+            leave = int(out.split()[1])
+            assert entered > leave, (
+                f"a writer entered {(leave - entered) / 1e6:.3f} ms before the holder left "
+                f"({how} of {suffix}, {strategy})"
+            )
+        finally:
+            end(holder)
