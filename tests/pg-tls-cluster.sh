@@ -13,6 +13,8 @@
 #           TLS_PG_PORT=PORT
 #           TLS_PG_DIR=DIR
 #           TLS_CERT_DIR=DIR/certs
+#       The directories above DIR must be reachable by the server's user (postgres when run
+#       as root).
 #   tests/pg-tls-cluster.sh stop DIR
 #       Stops the cluster and removes DIR.
 set -euo pipefail
