@@ -1608,6 +1608,37 @@ static void test_pg_needs_a_server(void) {
           "`tests/with-postgres.sh bindings/tests/run.sh`");
 }
 
+/* The TLS-only server run.sh starts (tests/pg-tls-cluster.sh): WL_TLS_PG_URL names it with
+ * sslmode=verify-full and the run's CA, WL_TLS_PG_WRONG_HOST the same server under a host
+ * name its certificate does not carry. */
+static void test_pg_tls_verify_full(void) {
+    const char *url = getenv("WL_TLS_PG_URL");
+    const char *wrong = getenv("WL_TLS_PG_WRONG_HOST");
+    CHECK(url && *url && wrong && *wrong,
+          "WL_TLS_PG_URL and WL_TLS_PG_WRONG_HOST are not set: run.sh starts the TLS-only "
+          "server and sets them");
+    if (!url || !*url || !wrong || !*wrong) return;
+    wl_pg_conn *conn = connect_or_fail(url, NULL);
+    if (!conn) return;
+    wl_pg_rows *rows = NULL;
+    EXPECT_RC(WL_OK, wl_pg_query(conn,
+                                 "SELECT ssl::text FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+                                 0, NULL, &rows));
+    CHECK(wl_pg_rows_count(rows) == 1 && wl_pg_rows_text(rows, 0, 0) &&
+              strcmp(wl_pg_rows_text(rows, 0, 0), "true") == 0,
+          "the session is not encrypted");
+    wl_pg_rows_free(rows);
+    show_is(conn, "lock_timeout", "10s");
+    wl_pg_conn_free(conn);
+
+    wl_pg_conn *refused = NULL;
+    EXPECT_RC(WL_PG_CONNECT, wl_pg_connect(wrong, NULL, &refused));
+    CHECK(refused == NULL, "a refused connect handed out a connection");
+    const char *msg = last_message();
+    CHECK(strstr(msg, "host name mismatch") != NULL, "message: %s", msg);
+    CHECK(strstr(msg, "sslmode=verify-ca") != NULL, "no hint in: %s", msg);
+}
+
 int main(int argc, char **argv) {
     const char *filter = argc > 1 ? argv[1] : NULL;
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -1635,6 +1666,7 @@ int main(int argc, char **argv) {
         RUN(test_pg_bad_url, filter);
         RUN(test_pg_floor_refusal_and_alerts, filter);
         RUN(test_pg_lock_not_granted_and_pool, filter);
+        RUN(test_pg_tls_verify_full, filter);
         drop_databases();
     } else {
         RUN(test_pg_needs_a_server, filter);
