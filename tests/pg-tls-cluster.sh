@@ -8,7 +8,8 @@
 #       tls_cert_user (client.crt, client.key); then starts a cluster (tests/pg-cluster.sh)
 #       with ssl = on and a pg_hba.conf that admits TCP sessions only over TLS: tls_cert_user
 #       by its client certificate (cert), tls_scram_user by its password (scram-sha-256,
-#       password tls-scram-pw), everyone else trusted. Prints (and with ENV_FILE writes as
+#       password tls-scram-pw), everyone else trusted; the one exception, tls_plain_user, is
+#       admitted only without TLS (hostnossl), for the fallback of sslmode=prefer. Prints (and with ENV_FILE writes as
 #       `export` lines)
 #           TLS_PG_PORT=PORT
 #           TLS_PG_DIR=DIR
@@ -80,6 +81,10 @@ hostssl all tls_cert_user  127.0.0.1/32 cert
 hostssl all tls_cert_user  ::1/128      cert
 hostssl all tls_scram_user 127.0.0.1/32 scram-sha-256
 hostssl all tls_scram_user ::1/128      scram-sha-256
+hostssl all tls_plain_user 127.0.0.1/32 reject
+hostssl all tls_plain_user ::1/128      reject
+hostnossl all tls_plain_user 127.0.0.1/32 trust
+hostnossl all tls_plain_user ::1/128    trust
 hostssl all all            127.0.0.1/32 trust
 hostssl all all            ::1/128      trust
 HBA
@@ -95,6 +100,7 @@ HBA
         -v ON_ERROR_STOP=1 <<'SQL' >/dev/null
 CREATE ROLE tls_cert_user LOGIN SUPERUSER;
 CREATE ROLE tls_scram_user LOGIN SUPERUSER PASSWORD 'tls-scram-pw';
+CREATE ROLE tls_plain_user LOGIN SUPERUSER;
 SQL
     printf 'TLS_PG_PORT=%s\nTLS_PG_DIR=%s\nTLS_CERT_DIR=%s\n' "$port" "$dir" "$dir/certs"
     if [[ -n "$env_file" ]]; then

@@ -170,6 +170,40 @@ fn allow_prefer_require_encrypt(c: &Cluster, home: &Path) -> Result<(), String> 
     Ok(())
 }
 
+/// `prefer` falls back to clear text when the server refuses the TLS session (its
+/// pg_hba.conf admits tls_plain_user only without TLS) or the TLS handshake fails; `require`
+/// never does.
+fn prefer_falls_back_when_tls_is_refused(c: &Cluster, home: &Path) -> Result<(), String> {
+    let env = environment(&[], home);
+    for extra in [
+        String::new(),
+        format!("sslrootcert={}", c.cert("other-ca.crt")),
+    ] {
+        let url = c.pairs(
+            "localhost",
+            "tls_plain_user",
+            &format!("sslmode=prefer {extra}"),
+        );
+        let mut conn = must_connect(&url, &env)?;
+        if ssl_in_use(&mut conn) {
+            return Err(format!(
+                "{url}: encrypted, though the server admits it only without"
+            ));
+        }
+    }
+    let url = c.pairs("localhost", "tls_plain_user", "sslmode=require");
+    must_fail(
+        &url,
+        &env,
+        &[
+            "rejects connection",
+            "SSL encryption",
+            "refuses this client over TLS",
+        ],
+    )?;
+    Ok(())
+}
+
 fn verify_ca_and_verify_full_with_the_right_ca(c: &Cluster, home: &Path) -> Result<(), String> {
     let env = environment(&[], home);
     let ca = c.cert("ca.crt");
@@ -458,6 +492,10 @@ fn main() {
             disable_is_refused_with_a_hint,
         ),
         ("allow_prefer_require_encrypt", allow_prefer_require_encrypt),
+        (
+            "prefer_falls_back_when_tls_is_refused",
+            prefer_falls_back_when_tls_is_refused,
+        ),
         (
             "verify_ca_and_verify_full_with_the_right_ca",
             verify_ca_and_verify_full_with_the_right_ca,

@@ -185,7 +185,8 @@ type Failed = (String, Option<SqlState>);
 /// place of OpenSSL's terse words when there is one.
 fn failed(err: &postgres::Error, verify_failure: &Mutex<Option<String>>) -> Failed {
     let mut reason = describe(err);
-    if let Some(why) = verify_failure.lock().ok().and_then(|mut w| w.take()) {
+    let why = verify_failure.lock().ok().and_then(|mut w| w.take());
+    if let Some(why) = why.filter(|_| reason.starts_with("error performing TLS handshake")) {
         // In place of OpenSSL's "certificate verify failed" with its source position.
         reason = format!("error performing TLS handshake: {why}");
     }
@@ -218,9 +219,11 @@ fn attempt(
 }
 
 /// Connects with `config` (one or all of the address's hosts) as libpq does for the
-/// address's `sslmode`: `allow` tries again with TLS when the server refuses the session
-/// without it, `prefer` tries again without TLS when the TLS attempt fails in the handshake
-/// or is refused by the server; the error is the TLS attempt's. Unix sockets never use TLS.
+/// address's `sslmode`: `allow` tries again with TLS when the server's `pg_hba.conf` refuses
+/// the session without it, `prefer` tries again without TLS when the TLS handshake fails or
+/// `pg_hba.conf` refuses the session with it; the error is the TLS attempt's. Other refusals
+/// (a wrong password, a missing database) are not tried twice: the other attempt would only
+/// repeat them. Unix sockets never use TLS.
 fn dial(
     address: &Address,
     config: postgres::Config,
@@ -237,11 +240,16 @@ fn dial(
     match address.tls().mode() {
         TlsMode::Disable => attempt(address, &config, DriverSslMode::Disable),
         TlsMode::Allow => match attempt(address, &config, DriverSslMode::Disable) {
-            Err((_, Some(_))) => attempt(address, &config, DriverSslMode::Require),
+            Err((reason, Some(_))) if reason.contains("no encryption") => {
+                attempt(address, &config, DriverSslMode::Require)
+            }
             other => other,
         },
         TlsMode::Prefer => match attempt(address, &config, DriverSslMode::Prefer) {
-            Err(first) if first.1.is_some() || first.0.contains("TLS handshake") => {
+            Err(first)
+                if first.0.contains("TLS handshake")
+                    || (first.1.is_some() && first.0.contains("SSL encryption")) =>
+            {
                 attempt(address, &config, DriverSslMode::Disable).map_err(|_| first)
             }
             other => other,

@@ -464,6 +464,10 @@ fn tls_hint(lower: &str) -> Option<&'static str> {
         "the server's pg_hba.conf admits no session without TLS from this client (its entries \
          for it are hostssl): connect with sslmode=prefer (the default), require, verify-ca or \
          verify-full instead of disable, or add a host entry for this client"
+    } else if lower.contains("pg_hba.conf rejects connection") && lower.contains("ssl encryption") {
+        "the server's pg_hba.conf refuses this client over TLS (a reject entry for hostssl, or \
+         only hostnossl entries for it): connect with sslmode=prefer or allow where clear text \
+         is acceptable, or change the server's entry"
     } else if lower.contains("host name mismatch")
         || lower.contains("hostname mismatch")
         || lower.contains("ip address mismatch")

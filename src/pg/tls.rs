@@ -503,6 +503,10 @@ impl Tls {
         connector.set_callback(move |config, host| {
             config.set_verify_hostname(full);
             config.set_use_server_name_indication(sni);
+            if !verifies {
+                // Nothing is checked, so nothing can be refused: no reason to keep.
+                return Ok(());
+            }
             let slot = Arc::clone(&verify_failure);
             let host = host.to_string();
             config.set_verify_callback(mode, move |ok, ctx| {
