@@ -4,8 +4,10 @@ authority and certificates made by ``openssl`` for this run."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Iterator, NamedTuple
@@ -111,3 +113,33 @@ def test_tls_refusals_name_the_cause(tls_server: TlsServer, empty_home: Path) ->
     with pytest.raises(postgres.ConnectError) as info:
         postgres.connect(f"{base} sslmode=disable")
     assert "instead of disable" in str(info.value)
+
+
+def test_tls_uses_the_one_system_libssl(tls_server: TlsServer, empty_home: Path) -> None:
+    # A fresh interpreter with Python's ssl loaded and a TLS session open: /proc/self/maps
+    # must list one libssl and one libcrypto, the system's, shared by both.
+    url = (
+        f"postgresql://postgres@localhost:{tls_server.port}/postgres"
+        f"?sslmode=verify-full&sslrootcert={tls_server.certs / 'ca.crt'}"
+    )
+    code = (
+        "import os, ssl, sys\n"
+        "from writerlock import postgres\n"
+        "conn = postgres.connect(sys.argv[1])\n"
+        "conn.execute('SELECT 1')\n"
+        "with open('/proc/self/maps') as maps:\n"
+        "    paths = {l.split()[5] for l in maps if len(l.split()) >= 6}\n"
+        "for p in sorted(paths):\n"
+        "    name = os.path.basename(p)\n"
+        "    if name.startswith(('libssl', 'libcrypto')):\n"
+        "        print(p)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, url], capture_output=True, text=True, check=False
+    )
+    assert out.returncode == 0, out.stderr
+    libs = out.stdout.split()
+    ssl_libs = [p for p in libs if os.path.basename(p).startswith("libssl")]
+    crypto_libs = [p for p in libs if os.path.basename(p).startswith("libcrypto")]
+    assert len(ssl_libs) == 1 and len(crypto_libs) == 1, libs
+    assert all(p.startswith(("/usr/lib", "/lib")) for p in libs), libs
