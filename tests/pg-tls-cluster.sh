@@ -16,6 +16,8 @@
 #           TLS_CERT_DIR=DIR/certs
 #       The directories above DIR must be reachable by the server's user (postgres when run
 #       as root).
+#   tests/pg-tls-cluster.sh restart DIR [MODE]
+#       Restarts the server (pg_ctl restart -m MODE, default fast) on the same port.
 #   tests/pg-tls-cluster.sh stop DIR
 #       Stops the cluster and removes DIR.
 set -euo pipefail
@@ -88,12 +90,8 @@ hostnossl all tls_plain_user ::1/128    trust
 hostssl all all            127.0.0.1/32 trust
 hostssl all all            ::1/128      trust
 HBA
-    local pg_bin="${PG_BIN:-}"
-    if [[ -z "$pg_bin" ]]; then
-        for candidate in /usr/lib/postgresql/*/bin; do
-            [[ -x "$candidate/pg_ctl" ]] && pg_bin="$candidate"
-        done
-    fi
+    local pg_bin
+    pg_bin="$(pg_bin)"
     as_server "$pg_bin/pg_ctl" -D "$pg_dir/data" -l "$pg_dir/server.log" -w -t 30 \
         -o "-p $port -k $pg_dir/sock -c listen_addresses=127.0.0.1" restart >/dev/null
     as_server "$pg_bin/psql" -X -q -h "$pg_dir/sock" -p "$port" -U postgres -d postgres \
@@ -109,6 +107,23 @@ SQL
     fi
 }
 
+pg_bin() {
+    local pg_bin="${PG_BIN:-}"
+    if [[ -z "$pg_bin" ]]; then
+        for candidate in /usr/lib/postgresql/*/bin; do
+            [[ -x "$candidate/pg_ctl" ]] && pg_bin="$candidate"
+        done
+    fi
+    echo "$pg_bin"
+}
+
+restart() {
+    local dir="${1:?usage: $0 restart DIR [MODE]}" mode="${2:-fast}"
+    # pg_ctl restart starts the server with the options it had (postmaster.opts).
+    as_server "$(pg_bin)/pg_ctl" -D "$dir/pg/data" -l "$dir/pg/server.log" -w -t 60 -m "$mode" \
+        restart >/dev/null
+}
+
 stop() {
     local dir="${1:?usage: $0 stop DIR}"
     if [[ -d "$dir/pg" ]]; then
@@ -121,9 +136,10 @@ stop() {
 
 case "${1:-}" in
 start) shift; start "$@" ;;
+restart) shift; restart "$@" ;;
 stop) shift; stop "$@" ;;
 *)
-    echo "usage: $0 start DIR [ENV_FILE] | stop DIR" >&2
+    echo "usage: $0 start DIR [ENV_FILE] | restart DIR [MODE] | stop DIR" >&2
     exit 2
     ;;
 esac

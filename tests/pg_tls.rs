@@ -58,6 +58,19 @@ impl Cluster {
     }
 }
 
+impl Cluster {
+    fn restart(&self) {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/pg-tls-cluster.sh");
+        let ok = Command::new(script)
+            .arg("restart")
+            .arg(&self.dir)
+            .arg("fast")
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "the TLS cluster did not restart");
+    }
+}
+
 impl Drop for Cluster {
     fn drop(&mut self) {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/pg-tls-cluster.sh");
@@ -453,6 +466,59 @@ fn a_pooled_tls_connection_is_reused(c: &Cluster, home: &Path) -> Result<(), Str
     Ok(())
 }
 
+/// A restart costs no write over TLS either: each pooled TLS session the server ended is
+/// recognised on its socket (the termination notice arrives encrypted, but arrives), and the
+/// writes right after the restart go to fresh sessions and commit.
+fn pooled_tls_writes_right_after_a_restart_commit(c: &Cluster, _: &Path) -> Result<(), String> {
+    let url = format!(
+        "postgresql://postgres@localhost:{}/postgres?sslmode=verify-full&sslrootcert={}",
+        c.port,
+        c.cert("ca.crt")
+    );
+    let pool = Pool::new(&url, Settings::new(), 3).map_err(|e| e.to_string())?;
+    let write = |conn: &mut Connection, tag: &str| -> Result<(), Error> {
+        let mut w = conn.write()?;
+        w.execute("INSERT INTO tls_restart VALUES ($1)", &[Value::from(tag)])?;
+        w.commit()
+    };
+    {
+        let mut conn = pool.take().map_err(|e| e.to_string())?;
+        conn.execute("CREATE TABLE IF NOT EXISTS tls_restart (tag text)", &[])
+            .map_err(|e| e.to_string())?;
+        pool.give(conn).map_err(|e| e.to_string())?;
+    }
+    let taken: Vec<Connection> = (0..3)
+        .map(|_| pool.take())
+        .collect::<Result<_, _>>()
+        .map_err(|e| e.to_string())?;
+    for mut conn in taken {
+        write(&mut conn, "before").map_err(|e| format!("before the restart: {e}"))?;
+        pool.give(conn).map_err(|e| e.to_string())?;
+    }
+    c.restart();
+    let taken: Vec<Connection> = (0..3)
+        .map(|_| pool.take())
+        .collect::<Result<_, _>>()
+        .map_err(|e| e.to_string())?;
+    for mut conn in taken {
+        write(&mut conn, "after")
+            .map_err(|e| format!("a pooled TLS write right after the restart failed: {e}"))?;
+        if !ssl_in_use(&mut conn) {
+            return Err("the fresh session is not encrypted".into());
+        }
+        pool.give(conn).map_err(|e| e.to_string())?;
+    }
+    let mut conn = pool.take().map_err(|e| e.to_string())?;
+    let rows = conn
+        .execute("SELECT count(*) FROM tls_restart WHERE tag = 'after'", &[])
+        .map_err(|e| e.to_string())?;
+    let n = rows.first().and_then(|r| r.get(0)).and_then(Value::as_i64);
+    if n != Some(3) {
+        return Err(format!("{n:?} writes after the restart, expected 3"));
+    }
+    Ok(())
+}
+
 /// Against the plain server of `TEST_DATABASE_URL` (ssl off): prefer connects without TLS,
 /// require is refused with a hint naming the cause.
 fn prefer_and_require_against_a_server_without_tls(_: &Cluster, home: &Path) -> Result<(), String> {
@@ -512,6 +578,10 @@ fn main() {
         (
             "a_pooled_tls_connection_is_reused",
             a_pooled_tls_connection_is_reused,
+        ),
+        (
+            "pooled_tls_writes_right_after_a_restart_commit",
+            pooled_tls_writes_right_after_a_restart_commit,
         ),
         (
             "prefer_and_require_against_a_server_without_tls",
