@@ -118,10 +118,8 @@ pg_bin() {
 }
 
 restart() {
-    local dir="${1:?usage: $0 restart DIR [MODE]}" mode="${2:-fast}"
-    # pg_ctl restart starts the server with the options it had (postmaster.opts).
-    as_server "$(pg_bin)/pg_ctl" -D "$dir/pg/data" -l "$dir/pg/server.log" -w -t 60 -m "$mode" \
-        restart >/dev/null
+    local dir="${1:?usage: $0 restart DIR [MODE]}"
+    "$here/pg-cluster.sh" restart "$dir/pg" "${2:-fast}"
 }
 
 stop() {
