@@ -167,6 +167,7 @@ if [[ -n "${TEST_DATABASE_URL:-}" ]]; then
         # shellcheck disable=SC1091
         source "$tls_root/env"
         export WL_TLS_PG_URL="postgresql://postgres@localhost:$TLS_PG_PORT/postgres?sslmode=verify-full&sslrootcert=$TLS_CERT_DIR/ca.crt"
+        export WL_TLS_PG_SCRIPT="$root/tests/pg-tls-cluster.sh" WL_TLS_PG_DIR="$tls_root/cluster"
         export WL_TLS_PG_WRONG_HOST="host=db.invalid hostaddr=127.0.0.1 port=$TLS_PG_PORT user=postgres dbname=postgres sslmode=verify-full sslrootcert=$TLS_CERT_DIR/ca.crt"
     else
         cat "$tls_root/start.log"
