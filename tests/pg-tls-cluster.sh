@@ -5,7 +5,9 @@
 #       Makes, with openssl, a certificate authority and a server certificate for
 #       localhost and 127.0.0.1 (DIR/certs/ca.crt, server.crt), a second authority that
 #       signed nothing the server has (other-ca.crt), and a client certificate for the user
-#       tls_cert_user (client.crt, client.key); then starts a cluster (tests/pg-cluster.sh)
+#       tls_cert_user (client.crt, client.key, and client-encrypted.key with the passphrase
+#       tls-key-pass), and two revocation lists of the CA (empty.crl revokes nothing,
+#       revoked.crl the server's certificate); then starts a cluster (tests/pg-cluster.sh)
 #       with ssl = on and a pg_hba.conf that admits TCP sessions only over TLS: tls_cert_user
 #       by its client certificate (cert), tls_scram_user by its password (scram-sha-256,
 #       password tls-scram-pw), everyone else trusted; the one exception, tls_plain_user, is
@@ -49,6 +51,16 @@ make_certs() {
         -keyout client.key -out client.csr 2>/dev/null
     openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial \
         -days "$days" -out client.crt 2>/dev/null
+    # The client key again, encrypted with the passphrase tls-key-pass (sslpassword).
+    openssl pkey -in client.key -aes256 -passout pass:tls-key-pass -out client-encrypted.key
+    # Revocation lists of the CA: one revoking nothing, one revoking the server's certificate.
+    printf '[ca]\ndefault_ca = test\n[test]\ndatabase = index.txt\ncrlnumber = crlnumber\ndefault_md = sha256\ndefault_crl_days = %s\n' \
+        "$days" >ca.cnf
+    : >index.txt
+    echo 01 >crlnumber
+    openssl ca -batch -config ca.cnf -keyfile ca.key -cert ca.crt -gencrl -out empty.crl 2>/dev/null
+    openssl ca -batch -config ca.cnf -keyfile ca.key -cert ca.crt -revoke server.crt 2>/dev/null
+    openssl ca -batch -config ca.cnf -keyfile ca.key -cert ca.crt -gencrl -out revoked.crl 2>/dev/null
     chmod 600 ./*.key
     cd - >/dev/null
 }

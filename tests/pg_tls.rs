@@ -347,6 +347,79 @@ fn client_certificate_login(c: &Cluster, home: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// An encrypted client key opens with `sslpassword`; without it the error says so.
+fn an_encrypted_client_key_and_sslpassword(c: &Cluster, home: &Path) -> Result<(), String> {
+    let env = environment(&[], home);
+    let base = format!(
+        "sslmode=verify-full sslrootcert={} sslcert={} sslkey={}",
+        c.cert("ca.crt"),
+        c.cert("client.crt"),
+        c.cert("client-encrypted.key")
+    );
+    let url = c.pairs(
+        "localhost",
+        "tls_cert_user",
+        &format!("{base} sslpassword=tls-key-pass"),
+    );
+    let mut conn = must_connect(&url, &env)?;
+    if current_user(&mut conn) != "tls_cert_user" {
+        return Err("not logged in by the encrypted key's certificate".into());
+    }
+    let url = c.pairs("localhost", "tls_cert_user", &base);
+    // Refused with the reason: never OpenSSL's passphrase prompt on the terminal.
+    must_fail(
+        &url,
+        &env,
+        &[
+            "is encrypted",
+            "sslpassword gives no passphrase",
+            "give the private key's passphrase",
+        ],
+    )?;
+    let url = c.pairs(
+        "localhost",
+        "tls_cert_user",
+        &format!("{base} sslpassword=wrong-pass"),
+    );
+    let text = must_fail(&url, &env, &["does not decrypt it"])?;
+    if text.contains("wrong-pass") {
+        return Err(format!("the passphrase is in the message: {text}"));
+    }
+    Ok(())
+}
+
+/// A revocation list (sslcrl) that revokes the server's certificate refuses it; one that
+/// revokes nothing does not.
+fn a_revoked_server_certificate_is_refused(c: &Cluster, home: &Path) -> Result<(), String> {
+    let env = environment(&[], home);
+    let with_crl = |crl: &str| {
+        c.pairs(
+            "localhost",
+            "postgres",
+            &format!(
+                "sslmode=verify-full sslrootcert={} sslcrl={}",
+                c.cert("ca.crt"),
+                c.cert(crl)
+            ),
+        )
+    };
+    must_connect(&with_crl("empty.crl"), &env)?;
+    must_fail(
+        &with_crl("revoked.crl"),
+        &env,
+        &["certificate revoked", "revocation list"],
+    )?;
+    // PGSSLCRL names it too.
+    let env = environment(&[("PGSSLCRL", &c.cert("revoked.crl"))], home);
+    let url = c.pairs(
+        "localhost",
+        "postgres",
+        &format!("sslmode=verify-ca sslrootcert={}", c.cert("ca.crt")),
+    );
+    must_fail(&url, &env, &["certificate revoked"])?;
+    Ok(())
+}
+
 fn the_environment_variables(c: &Cluster, home: &Path) -> Result<(), String> {
     let (ca, crt, key) = (c.cert("ca.crt"), c.cert("client.crt"), c.cert("client.key"));
     let env = environment(
@@ -572,6 +645,14 @@ fn main() {
         ),
         ("untrusted_ca_is_refused", untrusted_ca_is_refused),
         ("client_certificate_login", client_certificate_login),
+        (
+            "an_encrypted_client_key_and_sslpassword",
+            an_encrypted_client_key_and_sslpassword,
+        ),
+        (
+            "a_revoked_server_certificate_is_refused",
+            a_revoked_server_certificate_is_refused,
+        ),
         ("the_environment_variables", the_environment_variables),
         ("libpqs_default_files", libpqs_default_files),
         ("channel_binding_over_tls", channel_binding_over_tls),

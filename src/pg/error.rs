@@ -503,6 +503,9 @@ fn tls_hint(lower: &str) -> Option<&'static str> {
     } else if lower.contains("certificate authentication failed") {
         "the client certificate was accepted but its common name (CN) is not the user name: \
          connect as the user the certificate names, or map it in the server's pg_ident.conf"
+    } else if lower.contains("sslpassword") {
+        "give the private key's passphrase with sslpassword in the address, or use a key \
+         file that is not encrypted"
     } else if lower.contains("private key file") || lower.contains("client certificate") {
         "check the client certificate and key files (sslcert and sslkey, PGSSLCERT and \
          PGSSLKEY, or ~/.postgresql/postgresql.crt and postgresql.key)"

@@ -463,16 +463,30 @@ impl Tls {
                     key.display()
                 )
             })?;
+            // Never OpenSSL's default passphrase prompt on the terminal: the passphrase is
+            // sslpassword's or none.
             let pkey = match &self.password {
                 Some(pw) => PKey::private_key_from_pem_passphrase(&pem, pw.as_bytes()),
-                None => PKey::private_key_from_pem(&pem),
+                None => PKey::private_key_from_pem_callback(&pem, |_| Ok(0)),
             }
             .map_err(|e| {
-                format!(
-                    "could not load the private key file \"{}\" (an encrypted key needs its \
-                     passphrase in sslpassword): {e}",
-                    key.display()
-                )
+                let encrypted = pem.windows(9).any(|w| w == b"ENCRYPTED");
+                match (&self.password, encrypted) {
+                    (None, true) => format!(
+                        "could not load the private key file \"{}\": it is encrypted, and \
+                         sslpassword gives no passphrase for it",
+                        key.display()
+                    ),
+                    (Some(_), true) => format!(
+                        "could not load the private key file \"{}\": the passphrase in \
+                         sslpassword does not decrypt it",
+                        key.display()
+                    ),
+                    _ => format!(
+                        "could not load the private key file \"{}\" (a PEM private key): {e}",
+                        key.display()
+                    ),
+                }
             })?;
             builder.set_private_key(&pkey).map_err(|e| {
                 ssl(
