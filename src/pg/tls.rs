@@ -105,8 +105,8 @@ pub enum RootCert {
 }
 
 /// The TLS options of an address, completed from the environment and libpq's default
-/// files.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// files. Its `Debug` form leaves out the key's passphrase.
+#[derive(Clone, PartialEq, Eq)]
 pub struct Tls {
     mode: SslMode,
     root: Option<RootCert>,
@@ -118,6 +118,23 @@ pub struct Tls {
     sni: bool,
     min_version: Option<SslVersion>,
     max_version: Option<SslVersion>,
+}
+
+impl std::fmt::Debug for Tls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tls")
+            .field("mode", &self.mode)
+            .field("root", &self.root)
+            .field("cert", &self.cert)
+            .field("key", &self.key)
+            .field("password", &self.password.as_ref().map(|_| "***"))
+            .field("crl", &self.crl)
+            .field("crl_dir", &self.crl_dir)
+            .field("sni", &self.sni)
+            .field("min_version", &self.min_version)
+            .field("max_version", &self.max_version)
+            .finish()
+    }
 }
 
 /// The connection-string keys read here rather than by the driver.
@@ -712,6 +729,8 @@ mod tests {
         assert!(err.to_string().contains("verify-full"), "{err}");
         let err = Tls::resolve(&[], &env(&[("PGSSLMODE", "on")])).unwrap_err();
         assert!(err.to_string().contains("PGSSLMODE"), "{err}");
+        let t = Tls::resolve(&[("sslpassword".into(), "s3cret".into())], &env(&[])).unwrap();
+        assert!(!format!("{t:?}").contains("s3cret"));
         let err = Tls::resolve(&[("sslsni".into(), "yes".into())], &env(&[])).unwrap_err();
         assert!(err.to_string().contains("sslsni"), "{err}");
     }
