@@ -642,6 +642,52 @@ mod tests {
     }
 
     #[test]
+    fn tls_hints_name_the_cause() {
+        for (reason, hint) in [
+            (
+                "error performing TLS handshake: server does not support TLS",
+                "ssl is off",
+            ),
+            (
+                "db error: FATAL: no pg_hba.conf entry for host \"h\", user \"u\", database \"d\", no encryption",
+                "instead of disable",
+            ),
+            (
+                "db error: FATAL: pg_hba.conf rejects connection for host \"h\", user \"u\", database \"d\", SSL encryption",
+                "refuses this client over TLS",
+            ),
+            (
+                "error performing TLS handshake: server certificate host name mismatch: the certificate is for a, not for host \"b\"",
+                "sslmode=verify-ca",
+            ),
+            (
+                "error setting up TLS: root certificate file \"/x\" does not exist, and sslmode=verify-full checks",
+                "sslrootcert=system",
+            ),
+            (
+                "error performing TLS handshake: server certificate not verified: certificate revoked",
+                "revocation list",
+            ),
+            (
+                "error performing TLS handshake: server certificate not verified: unable to get local issuer certificate",
+                "not signed by a certificate authority this client trusts",
+            ),
+            (
+                "db error: FATAL: connection requires a valid client certificate",
+                "sslcert and sslkey",
+            ),
+            (
+                "db error: FATAL: certificate authentication failed for user \"u\"",
+                "common name",
+            ),
+        ] {
+            let text = connect_hint(None, reason);
+            assert!(text.contains(hint), "{reason}: {text}");
+            assert!(!text.contains("speak no TLS"), "{text}");
+        }
+    }
+
+    #[test]
     fn already_in_transaction_text() {
         assert_eq!(
             Error::AlreadyInTransaction.to_string(),
