@@ -571,6 +571,11 @@ fn the_command_speaks_tls_with_verify_full() {
     );
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     assert_eq!(report["all_in_effect"], true, "{report}");
+    let help = run_ok(&["pg", "--help"]);
+    assert!(
+        help.contains("sslmode") && help.contains("PGSSLROOTCERT"),
+        "{help}"
+    );
 
     // The libpq variables alone, a client certificate included.
     let out = command(&["pg", "settings"])
