@@ -137,7 +137,8 @@ install -m 0644 "$root/bindings/valgrind/writerlock.supp" "$dest$prefix/share/wr
 
 # Requires: the system SQLite, through its own sqlite3.pc. A program hands writerlock its own
 # sqlite3* and calls SQLite itself, so `pkg-config --cflags --libs writerlock` alone must link
-# it (-lsqlite3 included). Libs.private: what else a static link needs besides libwriterlock.a
+# it (-lsqlite3 included). Requires.private: the system OpenSSL (libssl, libcrypto), which
+# the shared library loads itself and a static link must name. Libs.private: what else a static link needs besides libwriterlock.a
 # (rustc's native-static-libs: the C runtime).
 cat >"$pcdir/writerlock.pc" <<PC
 prefix=$prefix
@@ -149,6 +150,7 @@ Name: writerlock
 Description: Writers that take turns: a cross-process SQLite write queue and a Postgres writer session
 Version: $version
 Requires: sqlite3
+Requires.private: openssl
 Libs: -L\${libdir} -lwriterlock
 Libs.private: -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
 Cflags: -I\${includedir}

@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 
 packages=(
     pkg-config gcc libsqlite3-dev sqlite3       # the core links the system libsqlite3
+    libssl-dev openssl                          # the core's TLS: the system OpenSSL; the TLS tests make certificates
     postgresql                                  # throwaway test cluster
     php8.2-cli php8.2-dev php8.2-sqlite3 php8.2-fpm libclang-dev libfcgi-bin  # PHP extension
     valgrind                                    # the C ABI test runs under valgrind

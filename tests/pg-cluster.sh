@@ -7,6 +7,9 @@
 #           TEST_DATABASE_URL=postgresql://postgres@127.0.0.1:PORT/postgres
 #           PG_CLUSTER_DIR=DIR
 #       With ENV_FILE, also writes those two lines there (as `export` lines).
+#   tests/pg-cluster.sh restart DIR [MODE]
+#       Restarts the server in DIR (pg_ctl restart -m MODE, default fast) with the options it
+#       had, so on the same port.
 #   tests/pg-cluster.sh stop [DIR]
 #       Stops the cluster in DIR (default: $PG_CLUSTER_DIR) and removes DIR.
 #
@@ -94,6 +97,12 @@ CONF
     fi
 }
 
+restart() {
+    local dir="${1:?usage: $0 restart DIR [MODE]}" mode="${2:-fast}"
+    as_server "$PG_BIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 -m "$mode" \
+        restart >/dev/null
+}
+
 stop() {
     local dir="${1:-${PG_CLUSTER_DIR:-}}"
     if [[ -z "$dir" ]]; then
@@ -113,9 +122,10 @@ stop() {
 
 case "${1:-}" in
 start) shift; start "$@" ;;
+restart) shift; restart "$@" ;;
 stop) shift; stop "$@" ;;
 *)
-    echo "usage: $0 start [DIR] [ENV_FILE] | stop [DIR]" >&2
+    echo "usage: $0 start [DIR] [ENV_FILE] | restart DIR [MODE] | stop [DIR]" >&2
     exit 2
     ;;
 esac

@@ -523,7 +523,7 @@ fn pg_bad_url_and_unreachable_server_hide_the_password() {
 
 /// A refused connect says what to check for its cause, against the real server: a role at
 /// its connection limit (SQLSTATE 53300) is told about connection slots, not passwords; a
-/// missing database to check its name; TLS asked of a client that speaks none about TLS.
+/// missing database to check its name; TLS required of a server without it about TLS.
 #[test]
 fn pg_connect_errors_hint_at_their_cause() {
     let role = pgdb::TestRole::new("limited");

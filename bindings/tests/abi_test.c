@@ -1608,6 +1608,99 @@ static void test_pg_needs_a_server(void) {
           "`tests/with-postgres.sh bindings/tests/run.sh`");
 }
 
+/* The TLS-only server run.sh starts (tests/pg-tls-cluster.sh): WL_TLS_PG_URL names it with
+ * sslmode=verify-full and the run's CA, WL_TLS_PG_WRONG_HOST the same server under a host
+ * name its certificate does not carry. */
+static void test_pg_tls_verify_full(void) {
+    const char *url = getenv("WL_TLS_PG_URL");
+    const char *wrong = getenv("WL_TLS_PG_WRONG_HOST");
+    CHECK(url && *url && wrong && *wrong,
+          "WL_TLS_PG_URL and WL_TLS_PG_WRONG_HOST are not set: run.sh starts the TLS-only "
+          "server and sets them");
+    if (!url || !*url || !wrong || !*wrong) return;
+    wl_pg_conn *conn = connect_or_fail(url, NULL);
+    if (!conn) return;
+    wl_pg_rows *rows = NULL;
+    EXPECT_RC(WL_OK, wl_pg_query(conn,
+                                 "SELECT ssl::text FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+                                 0, NULL, &rows));
+    CHECK(wl_pg_rows_count(rows) == 1 && wl_pg_rows_text(rows, 0, 0) &&
+              strcmp(wl_pg_rows_text(rows, 0, 0), "true") == 0,
+          "the session is not encrypted");
+    wl_pg_rows_free(rows);
+    show_is(conn, "lock_timeout", "10s");
+    wl_pg_conn_free(conn);
+
+    wl_pg_conn *refused = NULL;
+    EXPECT_RC(WL_PG_CONNECT, wl_pg_connect(wrong, NULL, &refused));
+    CHECK(refused == NULL, "a refused connect handed out a connection");
+    const char *msg = last_message();
+    CHECK(strstr(msg, "host name mismatch") != NULL, "message: %s", msg);
+    CHECK(strstr(msg, "sslmode=verify-ca") != NULL, "no hint in: %s", msg);
+}
+
+/* A restart costs no write through a pool, over TLS: three pooled sessions used just before
+ * `pg_ctl restart -m fast` (run.sh's TLS-only server, restarted by tests/pg-tls-cluster.sh,
+ * spawned) are recognised as ended, and the three writes right after it commit. */
+static void test_pg_tls_pool_restart(void) {
+    const char *url = getenv("WL_TLS_PG_URL");
+    const char *script = getenv("WL_TLS_PG_SCRIPT");
+    const char *dir = getenv("WL_TLS_PG_DIR");
+    CHECK(url && *url && script && *script && dir && *dir,
+          "WL_TLS_PG_URL, WL_TLS_PG_SCRIPT and WL_TLS_PG_DIR are not set: run.sh starts the "
+          "TLS-only server and sets them");
+    if (!url || !*url || !script || !*script || !dir || !*dir) return;
+    wl_pg_pool *pool = NULL;
+    EXPECT_RC(WL_OK, wl_pg_pool_new(url, NULL, 3, &pool));
+    if (!pool) return;
+    wl_pg_conn *c[3] = {NULL, NULL, NULL};
+    EXPECT_RC(WL_OK, wl_pg_pool_take(pool, &c[0]));
+    if (c[0]) {
+        EXPECT_RC(WL_OK, wl_pg_exec_batch(c[0], "CREATE TABLE IF NOT EXISTS tls_restart_c (tag text)"));
+        EXPECT_RC(WL_OK, wl_pg_pool_give(pool, c[0]));
+    }
+    for (int round = 0; round < 2; round++) {
+        const char *tag[] = {round == 0 ? "before" : "after"};
+        for (int i = 0; i < 3; i++) {
+            c[i] = NULL;
+            EXPECT_RC(WL_OK, wl_pg_pool_take(pool, &c[i]));
+        }
+        for (int i = 0; i < 3; i++) {
+            if (!c[i]) continue;
+            wl_pg_write *w = NULL;
+            enum wl_result rc = wl_pg_write_begin(c[i], &w);
+            if (rc == WL_OK) rc = wl_pg_exec(c[i], "INSERT INTO tls_restart_c VALUES ($1)", 1, tag, NULL);
+            if (rc == WL_OK) rc = wl_pg_commit(c[i]);
+            CHECK(rc == WL_OK, "pooled write %d %s the restart: %s", i, tag[0], last_message());
+            wl_pg_write_free(w);
+            EXPECT_RC(WL_OK, wl_pg_pool_give(pool, c[i]));
+        }
+        if (round == 0) {
+            char *argv[] = {(char *)script, "restart", (char *)dir, "fast", NULL};
+            fflush(NULL);
+            pid_t child = 0;
+            CHECK(posix_spawn(&child, script, NULL, NULL, argv, environ) == 0, "spawn %s", script);
+            if (child > 0) {
+                note_exec_pid(child);
+                CHECK(wait_child(child) == 0, "%s restart failed", script);
+            }
+        }
+    }
+    wl_pg_conn *check = NULL;
+    EXPECT_RC(WL_OK, wl_pg_pool_take(pool, &check));
+    if (check) {
+        wl_pg_rows *rows = NULL;
+        EXPECT_RC(WL_OK, wl_pg_query(check, "SELECT count(*) FROM tls_restart_c WHERE tag = 'after'",
+                                     0, NULL, &rows));
+        CHECK(wl_pg_rows_count(rows) == 1 && wl_pg_rows_text(rows, 0, 0) &&
+                  strcmp(wl_pg_rows_text(rows, 0, 0), "3") == 0,
+              "not 3 writes after the restart");
+        wl_pg_rows_free(rows);
+        wl_pg_conn_free(check);
+    }
+    wl_pg_pool_free(pool);
+}
+
 int main(int argc, char **argv) {
     const char *filter = argc > 1 ? argv[1] : NULL;
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -1635,6 +1728,8 @@ int main(int argc, char **argv) {
         RUN(test_pg_bad_url, filter);
         RUN(test_pg_floor_refusal_and_alerts, filter);
         RUN(test_pg_lock_not_granted_and_pool, filter);
+        RUN(test_pg_tls_verify_full, filter);
+        RUN(test_pg_tls_pool_restart, filter);
         drop_databases();
     } else {
         RUN(test_pg_needs_a_server, filter);

@@ -41,7 +41,10 @@ echo "run.sh: cargo build --profile $profile -p writerlock-c -p writerlock-cli"
 cargo build --quiet --profile "$profile" -p writerlock-c -p writerlock-cli || die "the $profile build failed"
 
 tmp="$(mktemp -d /tmp/wl-c-abi.XXXXXX)"
-trap 'rm -rf "$tmp"' EXIT
+# The TLS-only server of the verify-full case: a directory the server's user can reach.
+tls_root="$(mktemp -d /tmp/wl-c-tls.XXXXXX)"
+chmod 755 "$tls_root"
+trap '"$root/tests/pg-tls-cluster.sh" stop "$tls_root/cluster" >/dev/null 2>&1; rm -rf "$tmp" "$tls_root"' EXIT
 prefix="$tmp/prefix"
 install_into "$prefix" "$tmp/install.log"
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
@@ -157,6 +160,19 @@ if [[ "$resolved" != "$prefix/lib/libwriterlock.so.$major" ]]; then
     fail linked_to_installed_so "abi_test resolves libwriterlock.so.$major to '${resolved:-nothing}', not $prefix/lib"
 else
     pass linked_to_installed_so
+fi
+
+if [[ -n "${TEST_DATABASE_URL:-}" ]]; then
+    if "$root/tests/pg-tls-cluster.sh" start "$tls_root/cluster" "$tls_root/env" >"$tls_root/start.log" 2>&1; then
+        # shellcheck disable=SC1091
+        source "$tls_root/env"
+        export WL_TLS_PG_URL="postgresql://postgres@localhost:$TLS_PG_PORT/postgres?sslmode=verify-full&sslrootcert=$TLS_CERT_DIR/ca.crt"
+        export WL_TLS_PG_SCRIPT="$root/tests/pg-tls-cluster.sh" WL_TLS_PG_DIR="$tls_root/cluster"
+        export WL_TLS_PG_WRONG_HOST="host=db.invalid hostaddr=127.0.0.1 port=$TLS_PG_PORT user=postgres dbname=postgres sslmode=verify-full sslrootcert=$TLS_CERT_DIR/ca.crt"
+    else
+        cat "$tls_root/start.log"
+        fail tls_cluster "tests/pg-tls-cluster.sh could not start the TLS-only server"
+    fi
 fi
 
 # valgrind's default leak kinds (definite and possible) fail the run, as they would a user's.

@@ -23,7 +23,10 @@ Checks a shared Postgres ledger database. The address comes from --url or the en
 variable WRITERLOCK_DATABASE_URL, as a URL (postgresql://user:password@host:5432/dbname) or \
 libpq key=value pairs, or else from the libpq variables PGHOST, PGPORT, PGUSER and \
 PGDATABASE alone; what it leaves out comes from the PG* variables and the password file as \
-with psql. Its password never appears in output.
+with psql. TLS follows libpq too: sslmode (prefer by default; require, verify-ca and \
+verify-full never fall back to clear text), sslrootcert, sslcert and sslkey in the address, \
+or the PGSSLMODE, PGSSLROOTCERT, PGSSLCERT and PGSSLKEY variables. Its password never \
+appears in output.
 
 Every subcommand connects with the settings a writer connection carries (lock_timeout 10s, \
 idle_in_transaction_session_timeout 15s, statement_timeout 60s, \

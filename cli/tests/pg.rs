@@ -501,3 +501,126 @@ fn holders_show_each_sessions_application_name() {
     );
     writer.rollback().expect("end the write");
 }
+
+/// A TLS-only server started for one test by `tests/pg-tls-cluster.sh`, stopped on drop.
+struct TlsCluster {
+    dir: TempDir,
+    port: String,
+}
+
+impl TlsCluster {
+    fn script() -> std::path::PathBuf {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/pg-tls-cluster.sh")
+    }
+
+    fn start() -> TlsCluster {
+        let dir = TempDir::new("tls");
+        let out = std::process::Command::new(Self::script())
+            .arg("start")
+            .arg(dir.path().join("cluster"))
+            .output()
+            .expect("run tests/pg-tls-cluster.sh");
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "the TLS cluster did not start: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let port = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("TLS_PG_PORT="))
+            .expect("TLS_PG_PORT")
+            .trim()
+            .to_string();
+        TlsCluster { dir, port }
+    }
+
+    fn cert(&self, name: &str) -> String {
+        self.dir.file(&format!("cluster/certs/{name}"))
+    }
+}
+
+impl Drop for TlsCluster {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new(Self::script())
+            .arg("stop")
+            .arg(self.dir.path().join("cluster"))
+            .status();
+    }
+}
+
+/// `writerlock pg` reaches a server that admits only TLS, with sslmode=verify-full from the
+/// URL or from the PGSSL* variables, and refuses an untrusted server with the cause.
+#[test]
+fn the_command_speaks_tls_with_verify_full() {
+    let tls = TlsCluster::start();
+    let home = TempDir::new("tls-home");
+    let url = format!(
+        "postgresql://postgres@localhost:{}/postgres?sslmode=verify-full&sslrootcert={}",
+        tls.port,
+        tls.cert("ca.crt")
+    );
+    let out = command(&["pg", "settings", "--json", "--url", &url])
+        .env("HOME", home.path())
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(report["all_in_effect"], true, "{report}");
+    let help = run_ok(&["pg", "--help"]);
+    assert!(
+        help.contains("sslmode") && help.contains("PGSSLROOTCERT"),
+        "{help}"
+    );
+
+    // The libpq variables alone, a client certificate included.
+    let out = command(&["pg", "settings"])
+        .env("HOME", home.path())
+        .env_remove("WRITERLOCK_DATABASE_URL")
+        .env("PGHOST", "localhost")
+        .env("PGPORT", &tls.port)
+        .env("PGUSER", "tls_cert_user")
+        .env("PGDATABASE", "postgres")
+        .env("PGSSLMODE", "verify-full")
+        .env("PGSSLROOTCERT", tls.cert("ca.crt"))
+        .env("PGSSLCERT", tls.cert("client.crt"))
+        .env("PGSSLKEY", tls.cert("client.key"))
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // Another authority: refused, one line naming the cause and what to do.
+    let url = format!(
+        "postgresql://postgres@localhost:{}/postgres?sslmode=verify-full&sslrootcert={}",
+        tls.port,
+        tls.cert("other-ca.crt")
+    );
+    let out = command(&["pg", "settings", "--url", &url])
+        .env("HOME", home.path())
+        .output()
+        .expect("run");
+    let line = assert_one_line_error(&out);
+    assert!(line.contains("server certificate not verified"), "{line}");
+    assert!(line.contains("sslrootcert"), "{line}");
+
+    // sslmode=disable at a hostssl-only server: the hint says to turn TLS back on.
+    let url = format!(
+        "postgresql://postgres@localhost:{}/postgres?sslmode=disable",
+        tls.port
+    );
+    let out = command(&["pg", "settings", "--url", &url])
+        .env("HOME", home.path())
+        .output()
+        .expect("run");
+    let line = assert_one_line_error(&out);
+    assert!(line.contains("no encryption"), "{line}");
+    assert!(line.contains("instead of disable"), "{line}");
+}

@@ -5,10 +5,11 @@
 use std::path::Path;
 use std::str::FromStr;
 
-use postgres::config::{Host, SslMode, TargetSessionAttrs};
+use postgres::config::{Host, TargetSessionAttrs};
 
 use super::environment::{password_from_file, Environment, DEFAULT_PORT, DEFAULT_SOCKET_DIR};
 use super::error::{describe, Error};
+use super::tls::{take_params, Tls};
 
 /// A parsed database address (a `postgresql://` URL or libpq `key=value` pairs).
 ///
@@ -20,6 +21,7 @@ pub struct Address {
     display: String,
     secrets: Vec<String>,
     notes: Vec<String>,
+    tls: Tls,
 }
 
 /// The kind of server a session must reach, libpq's `target_session_attrs` (or
@@ -152,7 +154,14 @@ impl Address {
                 reason: "it is empty".to_string(),
             });
         }
-        let (url, named_target) = take_target(url)?;
+        let (url, tls_params) = take_params(url);
+        secrets.extend(
+            tls_params
+                .iter()
+                .filter(|(k, _)| k == "sslpassword")
+                .map(|(_, v)| v.clone()),
+        );
+        let (url, named_target) = take_target(&url)?;
         let url = url.as_str();
         let mut config = match postgres::Config::from_str(url) {
             Ok(config) => config,
@@ -162,7 +171,9 @@ impl Address {
                 })
             }
         };
-        let notes = complete(&mut config, env, url.contains("sslmode"))?;
+        let notes = complete(&mut config, env)?;
+        let tls = Tls::resolve(&tls_params, env)?;
+        config.ssl_mode(tls.mode().driver());
         let target = match named_target {
             Some(target) => target,
             None => match env.var("PGTARGETSESSIONATTRS") {
@@ -208,7 +219,13 @@ impl Address {
             display,
             secrets,
             notes,
+            tls,
         })
+    }
+
+    /// The TLS options (`sslmode`, `sslrootcert`, ...), completed as libpq completes them.
+    pub fn tls(&self) -> &Tls {
+        &self.tls
     }
 
     /// What completing the address noticed that may explain a failed connection, such as a
@@ -297,31 +314,8 @@ impl Address {
 }
 
 /// Fills in what `config` leaves out from `env`; returns notes for a failed connection.
-fn complete(
-    config: &mut postgres::Config,
-    env: &Environment,
-    names_sslmode: bool,
-) -> Result<Vec<String>, Error> {
+fn complete(config: &mut postgres::Config, env: &Environment) -> Result<Vec<String>, Error> {
     let mut notes = Vec::new();
-    if !names_sslmode {
-        if let Some(mode) = env.var("PGSSLMODE") {
-            // A session that must be encrypted is refused rather than sent in the clear.
-            let mode = match mode {
-                "disable" | "allow" => SslMode::Disable,
-                "prefer" => SslMode::Prefer,
-                "require" | "verify-ca" | "verify-full" => SslMode::Require,
-                other => {
-                    return Err(Error::InvalidUrl {
-                        reason: format!(
-                            "the environment variable PGSSLMODE is {other:?}; use disable, \
-                             allow, prefer, require, verify-ca or verify-full"
-                        ),
-                    })
-                }
-            };
-            config.ssl_mode(mode);
-        }
-    }
     if config.get_hosts().is_empty() {
         match env.var("PGHOST") {
             Some(hosts) => {
@@ -439,7 +433,8 @@ fn redact(text: &str, secrets: &[String]) -> String {
     out
 }
 
-fn percent_decode(s: &str) -> String {
+/// Decodes `%XX` escapes (invalid ones stay as they are).
+pub(crate) fn percent_decode(s: &str) -> String {
     let b = s.as_bytes();
     let hex = |c: u8| (c as char).to_digit(16);
     let mut out = Vec::with_capacity(b.len());
@@ -569,9 +564,13 @@ mod tests {
         assert!(err.to_string().contains("PGPORT"), "{err}");
         let e = env(&[("PGSSLMODE", "verify-full")]);
         let a = Address::parse_in("postgresql://h/db", &e).unwrap();
-        assert_eq!(a.config().get_ssl_mode(), SslMode::Require);
+        assert_eq!(a.tls().mode(), crate::pg::tls::SslMode::VerifyFull);
         let a = Address::parse_in("postgresql://h/db?sslmode=disable", &e).unwrap();
-        assert_eq!(a.config().get_ssl_mode(), SslMode::Disable);
+        assert_eq!(a.tls().mode(), crate::pg::tls::SslMode::Disable);
+        assert_eq!(
+            a.config().get_ssl_mode(),
+            postgres::config::SslMode::Disable
+        );
         let err = Address::parse_in("postgresql://h/db", &env(&[("PGSSLMODE", "on")])).unwrap_err();
         assert!(err.to_string().contains("PGSSLMODE"), "{err}");
     }
@@ -661,6 +660,48 @@ mod tests {
         let a = Address::parse_in("postgresql://u@a:1,b:2/db", &env(&[])).unwrap();
         let hosts: Vec<String> = a.per_host().into_iter().map(|(d, _)| d).collect();
         assert_eq!(hosts, ["a:1", "b:2"]);
+    }
+
+    #[test]
+    fn tls_options_libpq_accepts_are_read() {
+        use crate::pg::tls::{RootCert, SslMode};
+        for (url, mode) in [
+            (
+                "postgresql://u@h/db?sslmode=verify-ca&sslrootcert=/etc/ca.pem",
+                SslMode::VerifyCa,
+            ),
+            (
+                "postgresql://u@h/db?sslmode=verify-full&sslrootcert=/etc/ca.pem&sslsni=0",
+                SslMode::VerifyFull,
+            ),
+            ("postgresql://u@h/db?sslmode=allow", SslMode::Allow),
+            (
+                "host=h user=u dbname=db sslmode=verify-full sslrootcert=/etc/ca.pem sslcrl=/etc/crl.pem",
+                SslMode::VerifyFull,
+            ),
+        ] {
+            let a = Address::parse_in(url, &env(&[])).unwrap_or_else(|e| panic!("{url}: {e}"));
+            assert_eq!(a.tls().mode(), mode, "{url}");
+            assert_eq!(
+                a.tls().root_cert().cloned(),
+                if url.contains("sslrootcert") {
+                    Some(RootCert::File("/etc/ca.pem".into()))
+                } else {
+                    None
+                },
+                "{url}"
+            );
+            assert_eq!(a.to_string(), "postgresql://u@h:5432/db", "{url}");
+        }
+        let a = Address::parse_in(
+            "host=h user=u sslcert=/c.crt sslkey=/c.key sslpassword=k3ypass",
+            &env(&[]),
+        )
+        .unwrap();
+        assert_eq!(a.tls().cert(), Some(Path::new("/c.crt")));
+        assert_eq!(a.redact("bad passphrase k3ypass"), "bad passphrase ***");
+        let err = Address::parse_in("postgresql://h/db?sslmode=verify", &env(&[])).unwrap_err();
+        assert!(err.to_string().contains("verify-full"), "{err}");
     }
 
     #[test]

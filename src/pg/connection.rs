@@ -16,10 +16,10 @@
 //! own parameters.
 
 use std::mem::ManuallyDrop;
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
-use postgres::config::Host;
+use postgres::config::{Host, SslMode as DriverSslMode, SslNegotiation};
 use postgres::error::SqlState;
 use postgres::fallible_iterator::FallibleIterator;
 use postgres::types::{FromSql, Type};
@@ -31,6 +31,7 @@ use super::placeholder::{parameter_count, translate};
 use super::settings::{verify_checks, Settings};
 pub use super::settings::{SettingCheck, SettingStatus};
 use super::socket::{Peer, SessionSocket};
+use super::tls::SslMode as TlsMode;
 use super::value::{decode, readable, Column, Row, Rows, Value};
 
 /// Where a connection stands with respect to a transaction.
@@ -176,9 +177,92 @@ fn prepared(mut config: postgres::Config, settings: &Settings) -> postgres::Conf
     config
 }
 
-/// This crate's error for a driver's failed connect to `address`.
-fn connect_error(address: &Address, err: &postgres::Error) -> Error {
-    let reason = address.redact(&with_notes(describe(err), address.notes()));
+/// Why one attempt to connect failed: the reason (not yet redacted) and the server's
+/// SQLSTATE, when the server refused the session.
+type Failed = (String, Option<SqlState>);
+
+/// A failed driver connect, with the reason a server certificate was not accepted in
+/// place of OpenSSL's terse words when there is one.
+fn failed(err: &postgres::Error, verify_failure: &Mutex<Option<String>>) -> Failed {
+    let mut reason = describe(err);
+    let why = verify_failure.lock().ok().and_then(|mut w| w.take());
+    if let Some(why) = why.filter(|_| reason.starts_with("error performing TLS handshake")) {
+        // In place of OpenSSL's "certificate verify failed" with its source position.
+        reason = format!("error performing TLS handshake: {why}");
+    }
+    (reason, err.code().cloned())
+}
+
+/// One connect with the driver in `mode`: without TLS, or with OpenSSL set up from the
+/// address's TLS options.
+fn attempt(
+    address: &Address,
+    config: &postgres::Config,
+    mode: DriverSslMode,
+) -> Result<postgres::Client, Failed> {
+    let mut config = config.clone();
+    config.ssl_mode(mode);
+    if mode == DriverSslMode::Disable {
+        return config
+            .connect(NoTls)
+            .map_err(|e| failed(&e, &Mutex::new(None)));
+    }
+    let verify_failure = Arc::new(Mutex::new(None));
+    let direct = config.get_ssl_negotiation() == SslNegotiation::Direct;
+    let connector = address
+        .tls()
+        .connector(direct, Arc::clone(&verify_failure))
+        .map_err(|reason| (format!("error setting up TLS: {reason}"), None))?;
+    config
+        .connect(connector)
+        .map_err(|e| failed(&e, &verify_failure))
+}
+
+/// Connects with `config` (one or all of the address's hosts) as libpq does for the
+/// address's `sslmode`: `allow` tries again with TLS when the server's `pg_hba.conf` refuses
+/// the session without it, `prefer` tries again without TLS when the TLS handshake fails or
+/// `pg_hba.conf` refuses the session with it; the error is the TLS attempt's. Other refusals
+/// (a wrong password, a missing database) are not tried twice: the other attempt would only
+/// repeat them. Unix sockets never use TLS.
+fn dial(
+    address: &Address,
+    config: postgres::Config,
+    settings: &Settings,
+) -> Result<postgres::Client, Failed> {
+    let config = prepared(config, settings);
+    if config
+        .get_hosts()
+        .iter()
+        .all(|h| matches!(h, Host::Unix(_)))
+    {
+        return attempt(address, &config, DriverSslMode::Disable);
+    }
+    match address.tls().mode() {
+        TlsMode::Disable => attempt(address, &config, DriverSslMode::Disable),
+        TlsMode::Allow => match attempt(address, &config, DriverSslMode::Disable) {
+            Err((reason, Some(_))) if reason.contains("no encryption") => {
+                attempt(address, &config, DriverSslMode::Require)
+            }
+            other => other,
+        },
+        TlsMode::Prefer => match attempt(address, &config, DriverSslMode::Prefer) {
+            Err(first)
+                if first.0.contains("TLS handshake")
+                    || (first.1.is_some() && first.0.contains("SSL encryption")) =>
+            {
+                attempt(address, &config, DriverSslMode::Disable).map_err(|_| first)
+            }
+            other => other,
+        },
+        TlsMode::Require | TlsMode::VerifyCa | TlsMode::VerifyFull => {
+            attempt(address, &config, DriverSslMode::Require)
+        }
+    }
+}
+
+/// This crate's error for a failed connect to `address`.
+fn connect_error(address: &Address, (reason, code): Failed) -> Error {
+    let reason = address.redact(&with_notes(reason, address.notes()));
     if reason.contains("unsupported startup parameter") {
         Error::StartupOptionsRejected {
             address: address.to_string(),
@@ -188,7 +272,7 @@ fn connect_error(address: &Address, err: &postgres::Error) -> Error {
         Error::Connect {
             address: address.to_string(),
             reason,
-            code: err.code().cloned(),
+            code,
         }
     }
 }
@@ -209,12 +293,12 @@ fn connect_to_target(address: &Address, settings: &Settings) -> Result<postgres:
     let mut code = None;
     for want in passes {
         for (host, config) in address.per_host() {
-            let mut client = match prepared(config, settings).connect(NoTls) {
+            let mut client = match dial(address, config, settings) {
                 Ok(client) => client,
-                Err(err) => {
+                Err((reason, err_code)) => {
                     if want == &passes[0] {
-                        code = code.or_else(|| err.code().cloned());
-                        reasons.push(format!("{host}: {}", address.redact(&describe(&err))));
+                        code = code.or(err_code);
+                        reasons.push(format!("{host}: {}", address.redact(&reason)));
                     }
                     continue;
                 }
@@ -224,7 +308,7 @@ fn connect_to_target(address: &Address, settings: &Settings) -> Result<postgres:
             };
             let standby = client
                 .simple_query("SELECT pg_is_in_recovery()")
-                .map_err(|err| connect_error(address, &err))?
+                .map_err(|err| connect_error(address, (describe(&err), err.code().cloned())))?
                 .into_iter()
                 .find_map(|m| match m {
                     SimpleQueryMessage::Row(row) => row.get(0).map(|v| v == "t"),
@@ -328,9 +412,8 @@ impl Connection {
 
     fn open_now(address: &Address, settings: &Settings, verify: bool) -> Result<Connection, Error> {
         let client = match address.target().wants_standby() {
-            None => prepared(address.config().clone(), settings)
-                .connect(NoTls)
-                .map_err(|err| connect_error(address, &err))?,
+            None => dial(address, address.config().clone(), settings)
+                .map_err(|failed| connect_error(address, failed))?,
             Some(_) => connect_to_target(address, settings)?,
         };
         Connection::opened(client, address, settings, verify)

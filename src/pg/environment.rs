@@ -4,9 +4,9 @@
 //!
 //! Only parts the address does not name are filled in, as libpq does: `PGHOST`, `PGPORT`,
 //! `PGUSER`, `PGDATABASE`, `PGPASSWORD`, `PGPASSFILE`, `PGAPPNAME`, `PGOPTIONS`,
-//! `PGTARGETSESSIONATTRS` and
-//! `PGSSLMODE` (this crate speaks no TLS, so `require` and the `verify-*` modes refuse a
-//! server instead of writing to it in the clear). A
+//! `PGTARGETSESSIONATTRS`, and for TLS `PGSSLMODE`, `PGSSLROOTCERT`, `PGSSLCERT`,
+//! `PGSSLKEY`, `PGSSLCRL`, `PGSSLCRLDIR`, `PGSSLSNI` and the protocol-version bounds (see
+//! [`super::tls`]). A
 //! password file that group or others can read is not used (libpq refuses it too); the
 //! reason is kept as a note for the connection error.
 
@@ -72,6 +72,12 @@ impl Environment {
     /// The operating-system user name (libpq's default user).
     pub fn os_user(&self) -> Option<&str> {
         self.os_user.as_deref()
+    }
+
+    /// The home directory (`HOME`, else the password database's), where libpq's default
+    /// files live (`~/.pgpass`, `~/.postgresql/root.crt`, ...).
+    pub fn home(&self) -> Option<&Path> {
+        self.home.as_deref()
     }
 
     /// The password file: `PGPASSFILE`, else `~/.pgpass`.

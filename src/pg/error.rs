@@ -422,22 +422,8 @@ pub fn connect_hint(code: Option<&SqlState>, reason: &str) -> &'static str {
                 which this session does not have: connect over TLS with a SCRAM password, or \
                 set channel_binding=prefer";
     }
-    if [
-        "tls handshake",
-        "tls implementation",
-        "support tls",
-        "no encryption",
-        "ssl off",
-        "ssl connection",
-    ]
-    .iter()
-    .any(|p| lower.contains(p))
-    {
-        return "the server and this client disagree about TLS: writerlock's own connections \
-                speak no TLS, so a server whose pg_hba.conf admits this client only through a \
-                hostssl entry refuses it, and sslmode=require (or verify-ca, verify-full) \
-                refuses the server; allow this client with a host entry on a trusted network, \
-                or run the writer session on a driver connection of your own that speaks TLS";
+    if let Some(hint) = tls_hint(&lower) {
+        return hint;
     }
     if lower.contains("no pg_hba.conf entry") {
         return "the server's pg_hba.conf has no entry for this client address, user and \
@@ -466,6 +452,69 @@ pub fn connect_hint(code: Option<&SqlState>, reason: &str) -> &'static str {
     }
     "check that the server is running and reachable at that address, and that the user, \
      password and database name are right"
+}
+
+/// The hint for a connect that failed over TLS, or for lack of it.
+fn tls_hint(lower: &str) -> Option<&'static str> {
+    Some(if lower.contains("server does not support tls") {
+        "the server does not offer TLS (ssl is off in its postgresql.conf), and sslmode \
+         require, verify-ca and verify-full never fall back to clear text: turn ssl on at the \
+         server, or connect with sslmode=prefer on a network you trust"
+    } else if lower.contains("no pg_hba.conf entry") && lower.contains("no encryption") {
+        "the server's pg_hba.conf admits no session without TLS from this client (its entries \
+         for it are hostssl): connect with sslmode=prefer (the default), require, verify-ca or \
+         verify-full instead of disable, or add a host entry for this client"
+    } else if lower.contains("pg_hba.conf rejects connection") && lower.contains("ssl encryption") {
+        "the server's pg_hba.conf refuses this client over TLS (a reject entry for hostssl, or \
+         only hostnossl entries for it): connect with sslmode=prefer or allow where clear text \
+         is acceptable, or change the server's entry"
+    } else if lower.contains("host name mismatch")
+        || lower.contains("hostname mismatch")
+        || lower.contains("ip address mismatch")
+    {
+        "sslmode=verify-full checks that the server's certificate names the host connected \
+         to, and it names others: connect with a host name the certificate names (keep the \
+         IP address in hostaddr if need be), have the server's certificate issued for this \
+         name, or use sslmode=verify-ca to check the certificate's signer only"
+    } else if lower.contains("root certificate file") && lower.contains("does not exist") {
+        "sslmode=verify-ca and verify-full check the server's certificate against trusted \
+         root certificates: name the file of the certificate authority that signed it with \
+         sslrootcert (or PGSSLROOTCERT, or put it at ~/.postgresql/root.crt), use \
+         sslrootcert=system for a certificate from a public authority, or use \
+         sslmode=require to encrypt without checking"
+    } else if lower.contains("certificate revoked") {
+        "the server's certificate is revoked in the certificate revocation list (sslcrl, \
+         sslcrldir or ~/.postgresql/root.crl): give the server a new certificate, or use an \
+         up-to-date list"
+    } else if lower.contains("certificate has expired") || lower.contains("not yet valid") {
+        "the server's certificate has expired or is not valid yet: renew it at the server, \
+         or check this machine's clock"
+    } else if lower.contains("server certificate not verified")
+        || lower.contains("certificate verify failed")
+    {
+        "the server's certificate is not signed by a certificate authority this client \
+         trusts: name the file of the authority that signed it with sslrootcert (or \
+         PGSSLROOTCERT, or ~/.postgresql/root.crt), sslrootcert=system for a certificate \
+         from a public authority, or check that this is the server you meant"
+    } else if lower.contains("requires a valid client certificate") {
+        "the server's pg_hba.conf asks this user for a client certificate (cert): give it \
+         with sslcert and sslkey (or PGSSLCERT and PGSSLKEY, or ~/.postgresql/postgresql.crt \
+         and postgresql.key)"
+    } else if lower.contains("certificate authentication failed") {
+        "the client certificate was accepted but its common name (CN) is not the user name: \
+         connect as the user the certificate names, or map it in the server's pg_ident.conf"
+    } else if lower.contains("sslpassword") {
+        "give the private key's passphrase with sslpassword in the address, or use a key \
+         file that is not encrypted"
+    } else if lower.contains("private key file") || lower.contains("client certificate") {
+        "check the client certificate and key files (sslcert and sslkey, PGSSLCERT and \
+         PGSSLKEY, or ~/.postgresql/postgresql.crt and postgresql.key)"
+    } else if lower.contains("tls handshake") || lower.contains("setting up tls") {
+        "the TLS handshake failed: check the TLS options (sslrootcert, sslcert, sslkey, \
+         ssl_min_protocol_version) and the server's TLS set-up; the server's log says more"
+    } else {
+        return None;
+    })
 }
 
 fn source_is_io(err: &postgres::Error) -> bool {
@@ -589,6 +638,52 @@ mod tests {
         assert!(!down.contains("password"), "{down}");
         for text in [full, tls, binding, auth, down] {
             assert!(!text.contains("ledger database"), "{text}");
+        }
+    }
+
+    #[test]
+    fn tls_hints_name_the_cause() {
+        for (reason, hint) in [
+            (
+                "error performing TLS handshake: server does not support TLS",
+                "ssl is off",
+            ),
+            (
+                "db error: FATAL: no pg_hba.conf entry for host \"h\", user \"u\", database \"d\", no encryption",
+                "instead of disable",
+            ),
+            (
+                "db error: FATAL: pg_hba.conf rejects connection for host \"h\", user \"u\", database \"d\", SSL encryption",
+                "refuses this client over TLS",
+            ),
+            (
+                "error performing TLS handshake: server certificate host name mismatch: the certificate is for a, not for host \"b\"",
+                "sslmode=verify-ca",
+            ),
+            (
+                "error setting up TLS: root certificate file \"/x\" does not exist, and sslmode=verify-full checks",
+                "sslrootcert=system",
+            ),
+            (
+                "error performing TLS handshake: server certificate not verified: certificate revoked",
+                "revocation list",
+            ),
+            (
+                "error performing TLS handshake: server certificate not verified: unable to get local issuer certificate",
+                "not signed by a certificate authority this client trusts",
+            ),
+            (
+                "db error: FATAL: connection requires a valid client certificate",
+                "sslcert and sslkey",
+            ),
+            (
+                "db error: FATAL: certificate authentication failed for user \"u\"",
+                "common name",
+            ),
+        ] {
+            let text = connect_hint(None, reason);
+            assert!(text.contains(hint), "{reason}: {text}");
+            assert!(!text.contains("speak no TLS"), "{text}");
         }
     }
 

@@ -48,6 +48,7 @@ pub mod pool;
 pub mod protocol;
 pub mod settings;
 mod socket;
+pub mod tls;
 pub mod value;
 pub mod writer;
 
