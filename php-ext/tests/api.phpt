@@ -29,9 +29,9 @@ foreach ( array( 'final class WriterLock\\Queue', 'class WriterLock\\BusyExcepti
                  'public method begin', 'public method transaction', 'static public method forConnection', 'public method commit',
                  'public method rollback', 'public method exec', 'public method acquire', 'public method release', 'public method holding', 'public method lastWait',
                  'public method waited', 'public method holderPid', '<required> SQLite3|PDO $db', '<required> callable $fn',
-                 '<optional> float $waitSeconds = 25.0', '<optional> float $wait = 25.0',
-                 "<optional> string \$setting = '[DatabaseSettings] SQLiteTransactionWait'",
-                 "<optional> string \$setting = '[DatabaseSettings] SQLiteBusyTimeout'" ) as $needle )
+                 '<optional> float $waitSeconds = 25.0', '<optional> float $waitSeconds = 5.0',
+                 "<optional> string \$setting = 'the waitSeconds argument of WriterLock\\\\Queue::begin()'",
+                 "<optional> string \$setting = 'the waitSeconds argument of WriterLock\\\\Queue::exec()'" ) as $needle )
 {
     if ( strpos( $text, $needle ) === false )
     {
