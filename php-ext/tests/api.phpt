@@ -5,7 +5,8 @@ sqlite3
 writerlock
 --FILE--
 <?php
-$toml = file_get_contents( getenv( 'WL_ROOT' ) . '/Cargo.toml' );
+require __DIR__ . '/lib.php';
+$toml = file_get_contents( wl_root() . '/Cargo.toml' );
 preg_match( '/\[workspace\.package\][^\[]*?version\s*=\s*"([^"]+)"/s', $toml, $m );
 $version = $m[1];
 
@@ -20,7 +21,7 @@ echo implode( "\n", $classes ), "\n";
 var_dump( $ext->getFunctions() );
 
 echo "-- php --re writerlock\n";
-$ini = array( '-d', 'extension=' . getenv( 'WL_EXT' ) );
+$ini = array( '-d', 'extension=' . ext_path() );
 exec( implode( ' ', array_map( 'escapeshellarg', array_merge( array( PHP_BINARY ), $ini, array( '--re', 'writerlock' ) ) ) ), $out, $rc );
 $text = implode( "\n", $out );
 var_dump( $rc );

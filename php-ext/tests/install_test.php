@@ -9,7 +9,7 @@
 // (WL_PROFILE).
 require __DIR__ . '/lib.php';
 
-$root = getenv( 'WL_ROOT' );
+$root = wl_root();
 $dir = tmpdir( 'wl-install' );
 // The clone builds into a build directory of its own, kept at a fixed place
 // under target/ so its registry crates are compiled once, not every run.

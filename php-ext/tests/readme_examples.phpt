@@ -12,7 +12,7 @@ require __DIR__ . '/lib.php';
 /** The first ```php block after $heading in $file. */
 function example( $file, $heading )
 {
-    $text = file_get_contents( getenv( 'WL_ROOT' ) . "/$file" );
+    $text = file_get_contents( wl_root() . "/$file" );
     $at = strpos( $text, "\n$heading\n" );
     check( $at !== false, "$file has no heading $heading" );
     check( preg_match( '/```php\n(.*?)```/s', $text, $m, 0, $at ) === 1, "$file has no php block after $heading" );
