@@ -140,4 +140,4 @@ bool(true)
 database is busy: the transaction could not start within 1 s (waited 1.0 s, the waitSeconds argument of WriterLock\Queue::transaction()), another write held the lock all that time; nothing was written
 -- bad arguments
 TypeError: WriterLock\Queue::transaction(): Argument #2 ($fn) must be a valid callback, string given
-ValueError: WriterLock\Queue::transaction(): Argument #3 ($wait) must be a number of seconds from 0 up, -1 given
+ValueError: WriterLock\Queue::transaction(): Argument #3 ($waitSeconds) must be a number of seconds from 0 up, -1 given
