@@ -17,6 +17,7 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -146,10 +147,32 @@ fn type_error(message: String) -> PhpException {
     PhpException::new(message, 0, ce::type_error())
 }
 
+static SQLITE3_CLASS: AtomicUsize = AtomicUsize::new(0);
+static PDO_CLASS: AtomicUsize = AtomicUsize::new(0);
+
+/// An internal class (`SQLite3`, `PDO`), looked up once per process: an
+/// extension's classes are registered at its startup and live as long as the
+/// process, so the lookup (which lowercases the name into a new string) is
+/// not repeated at every call.
+fn internal_class(name: &str, cache: &AtomicUsize) -> Option<&'static ClassEntry> {
+    let known = cache.load(Ordering::Relaxed);
+    if known != 0 {
+        // SAFETY: the address of an internal class entry, stored below; it is
+        // never freed while the process runs PHP.
+        return unsafe { (known as *const ClassEntry).as_ref() };
+    }
+    let found = ClassEntry::try_find(name)?;
+    // ZEND_INTERNAL_CLASS: only those outlive the request.
+    if found.type_ == 1 {
+        cache.store(std::ptr::from_ref(found) as usize, Ordering::Relaxed);
+    }
+    Some(found)
+}
+
 /// The connection behind a `$db` argument: its object and class.
 fn connection<'z>(zv: &'z Zval, method: &str) -> Result<(&'z ZendObject, ConnKind), PhpException> {
-    let sqlite3 = ClassEntry::try_find("SQLite3");
-    let pdo = ClassEntry::try_find("PDO");
+    let sqlite3 = internal_class("SQLite3", &SQLITE3_CLASS);
+    let pdo = internal_class("PDO", &PDO_CLASS);
     if sqlite3.is_none() && pdo.is_none() {
         return Err(type_error(format!(
             "WriterLock\\Queue::{method}(): Argument #1 ($db) must be of type SQLite3|PDO, \

@@ -34,7 +34,7 @@ use ext_php_rs::convert::IntoZvalDyn;
 use ext_php_rs::types::{ZendObject, Zval};
 use ext_php_rs::zend::ExecutorGlobals;
 use libsqlite3_sys as ffi;
-use writerlock::{SqliteFailure, SqliteHandle, SqliteSession};
+use writerlock::{RawSqlite, SqliteFailure, SqliteHandle, SqliteSession};
 
 use crate::direct::{self, Found};
 use crate::zend;
@@ -381,7 +381,12 @@ impl SqliteSession for PhpSqlite<'_> {
     }
 
     fn has_moved(&self) -> Option<bool> {
-        self.handle.as_ref().and_then(|handle| handle.has_moved())
+        // SQLite's own check (SQLITE_FCNTL_HAS_MOVED: one stat() of the path) rather than
+        // the handle's, which first looks for SQLite's descriptor (three system calls),
+        // since the handle lives for one call here.
+        let handle = self.handle.as_ref()?;
+        // SAFETY: the handle of an open connection, valid while `self` is.
+        unsafe { RawSqlite::from_handle(handle.handle()) }.and_then(|raw| raw.has_moved())
     }
 
     fn is_read_only(&self, sql: &str) -> Option<bool> {

@@ -2,6 +2,7 @@
 a transaction the script ends itself gives the writer turn back at once; the queue's own statements never pass through a subclass's exec()
 --EXTENSIONS--
 pdo_sqlite
+posix
 sqlite3
 writerlock
 --FILE--
