@@ -56,6 +56,8 @@ const LIBRARY_OK: u8 = 3;
 static SQLITE3: AtomicU8 = AtomicU8::new(UNKNOWN);
 static PDO: AtomicU8 = AtomicU8::new(UNKNOWN);
 
+/// PHP 8.2's module API number: the layouts below are PHP 8.2's.
+const PHP_8_2_API: u32 = 20220829;
 /// `offsetof(pdo_dbh_t, driver_data)` in PHP 8.2.
 const PDO_DRIVER_DATA: usize = 8;
 /// `offsetof(pdo_dbh_t, driver)` in PHP 8.2.
@@ -241,6 +243,13 @@ pub(crate) fn handle(object: &ZendObject, kind: ConnKind) -> Found {
         return Found::Unknown;
     }
     if known == UNKNOWN {
+        if ext_php_rs::ffi::ZEND_MODULE_API_NO != PHP_8_2_API {
+            give_up(
+                kind,
+                "belongs to a PHP version whose structs this extension does not know",
+            );
+            return Found::Unknown;
+        }
         if !library_shared(object, kind) {
             give_up(kind, "does not call the libsqlite3 this extension uses");
             return Found::Unknown;
