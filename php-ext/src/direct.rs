@@ -295,7 +295,9 @@ fn give_up(kind: ConnKind, why: &str) {
             &ErrorType::Notice,
             &format!(
                 "writerlock: PHP's {module} {why}, so the writer queue runs its statements through \
-                 the connection's PHP methods (slower; a subclass overriding exec() sees them)"
+                 the connection's PHP methods (slower; a subclass overriding exec() sees them, and a \
+                 transaction the script ends with its own COMMIT keeps the writer turn until the next \
+                 begin())"
             ),
         );
     }
