@@ -133,3 +133,34 @@ t( 'a SQLite3 or PDO subclass overriding exec(), query() and the rest sees none 
         check_same( array( "exec: INSERT INTO pub (worker) VALUES ('queued')" ), $conn->seen, "$kind: what the subclass saw" );
     }
 } );
+
+t( 'the hooks last only for the queue\'s own transaction: a later COMMIT of the script ends no turn taken with acquire(), after commit() or after a Queue object freed inside its transaction', function () use ( $dir ) {
+    $path = "$dir/hooks.db";
+    $db = new SQLite3( $path );
+    $db->exec( 'CREATE TABLE t (x)' );
+    $q = new WriterLock\Queue( $path );
+    $q->begin( $db );
+    $q->commit( $db );
+    $q->acquire();
+    $db->exec( 'BEGIN IMMEDIATE' );
+    $db->exec( 'INSERT INTO t VALUES (1)' );
+    $db->exec( 'COMMIT' );
+    check( $q->holding(), 'a COMMIT after commit() ended the turn acquire() took' );
+    check_lock( $path, 'held', 'under acquire(), after a COMMIT of the script' );
+    $q->release();
+    // A second object on the same database, freed inside its transaction: its turn goes
+    // back then; the transaction stays open until the script commits it.
+    $other = new WriterLock\Queue( $path );
+    $other->begin( $db );
+    $db->exec( 'INSERT INTO t VALUES (2)' );
+    unset( $other );
+    $q->acquire();
+    $db->exec( 'COMMIT' );
+    check( $q->holding(), 'the COMMIT of a transaction whose Queue object was freed ended the turn acquire() took since' );
+    check_lock( $path, 'held', 'under acquire(), after that COMMIT' );
+    $q->release();
+    check_lock( $path, 'free', 'after release()' );
+    $q->begin( $db );
+    $q->commit( $db );
+    check_same( 2, $db->querySingle( 'SELECT COUNT(*) FROM t' ), 'rows' );
+} );
