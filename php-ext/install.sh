@@ -6,6 +6,7 @@
 # without doing it (--dry-run).
 #
 #   php-ext/install.sh                    build, install, enable for every SAPI (Debian: phpenmod)
+#   php-ext/install.sh --lib path/to/writerlock.so   install a prebuilt library (no cargo, no Rust)
 #   php-ext/install.sh --sapi cli --sapi fpm   enable for these SAPIs only
 #   php-ext/install.sh --no-enable        install and write the ini file, enable nothing
 #   php-ext/install.sh --dry-run          print every step, change nothing
@@ -19,7 +20,8 @@
 #                     Debian, else PHP's scan directory); setting it enables nothing
 #   CARGO_TARGET_DIR  honoured, as cargo honours it (the build's own target directory)
 #   PROFILE           the cargo profile to build (default: release)
-# Prerequisites: Rust (cargo), php8.2-dev (php-config, the headers), libclang-dev.
+# Prerequisites: Rust (cargo), php8.2-dev (php-config, the headers), libclang-dev;
+# with --lib only php-config (php8.2-dev) and strip (binutils).
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
@@ -28,13 +30,16 @@ PHP_CONFIG="${PHP_CONFIG:-php-config}"
 PROFILE="${PROFILE:-release}"
 
 dry=0 remove=0 enable=1
+lib=""
 sapis=()
-usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; }
 while (($#)); do
     case "$1" in
         --dry-run) dry=1 ;;
         --remove | --uninstall) remove=1 ;;
         --no-enable) enable=0 ;;
+        --lib) shift; [[ $# -gt 0 ]] || { echo "install.sh: --lib needs the path of a built writerlock.so" >&2; exit 2; }; lib="$1" ;;
+        --lib=*) lib="${1#--lib=}" ;;
         --sapi) shift; [[ $# -gt 0 ]] || { echo "install.sh: --sapi needs a name (cli, fpm, apache2, ...)" >&2; exit 2; }; sapis+=("$1") ;;
         --sapi=*) sapis+=("${1#--sapi=}") ;;
         -h | --help) usage; exit 0 ;;
@@ -87,18 +92,30 @@ if ((remove)); then
     exit 0
 fi
 
-command -v "$CARGO" >/dev/null 2>&1 || die "cargo is missing: install Rust (https://rustup.rs)"
-if ! ldconfig -p 2>/dev/null | grep -q 'libclang[-.0-9]*\.so' && [[ -z "${LIBCLANG_PATH:-}" ]]; then
-    die "libclang is missing (the build generates PHP's bindings with it): apt-get install libclang-dev, or set LIBCLANG_PATH"
-fi
+if [[ -n "$lib" ]]; then
+    # A library built elsewhere (another machine, a package): checked, not built.
+    [[ -f "$lib" ]] || die "--lib $lib: no such file; give the path of a built writerlock.so (libwriterlock_php.so from cargo build -p writerlock-php)"
+    built="$(realpath "$lib")"
+    if command -v readelf >/dev/null 2>&1; then
+        readelf -h "$built" 2>/dev/null | grep 'DYN (Shared object file)' >/dev/null ||
+            die "--lib $lib is not a shared library; give the path of a built writerlock.so"
+        readelf -Ws --dyn-syms "$built" 2>/dev/null | grep -w get_module >/dev/null ||
+            die "--lib $lib is not a PHP extension (it exports no get_module); give the path of a built writerlock.so"
+    fi
+else
+    command -v "$CARGO" >/dev/null 2>&1 || die "cargo is missing: install Rust (https://rustup.rs), or install a prebuilt library with --lib path/to/writerlock.so"
+    if ! ldconfig -p 2>/dev/null | grep -q 'libclang[-.0-9]*\.so' && [[ -z "${LIBCLANG_PATH:-}" ]]; then
+        die "libclang is missing (the build generates PHP's bindings with it): apt-get install libclang-dev, or set LIBCLANG_PATH"
+    fi
 
-# Where cargo puts the build: its own answer, so CARGO_TARGET_DIR and
-# build.target-dir in .cargo/config.toml are honoured.
-target_dir="$(cd "$ROOT" && "$CARGO" metadata --format-version 1 --no-deps |
-    "$php_bin" -r '$m = json_decode(stream_get_contents(STDIN)); echo $m->target_directory ?? "";')"
-[[ -n "$target_dir" ]] || die "cargo metadata named no target directory"
-case "$PROFILE" in dev | test) profile_dir=debug ;; release | bench) profile_dir=release ;; *) profile_dir="$PROFILE" ;; esac
-built="$target_dir/$profile_dir/libwriterlock_php.so"
+    # Where cargo puts the build: its own answer, so CARGO_TARGET_DIR and
+    # build.target-dir in .cargo/config.toml are honoured.
+    target_dir="$(cd "$ROOT" && "$CARGO" metadata --format-version 1 --no-deps |
+        "$php_bin" -r '$m = json_decode(stream_get_contents(STDIN)); echo $m->target_directory ?? "";')"
+    [[ -n "$target_dir" ]] || die "cargo metadata named no target directory"
+    case "$PROFILE" in dev | test) profile_dir=debug ;; release | bench) profile_dir=release ;; *) profile_dir="$PROFILE" ;; esac
+    built="$target_dir/$profile_dir/libwriterlock_php.so"
+fi
 
 if [[ "$EXT_DIR" == "$(realpath -m "$default_ext_dir")" ]]; then
     line="extension=writerlock"
@@ -108,12 +125,23 @@ else
 fi
 
 echo "installing writerlock for PHP $version ($php_bin)"
-run env -C "$ROOT" "$CARGO" build --profile "$PROFILE" -p writerlock-php
-((dry)) || [[ -f "$built" ]] || die "the build left no $built"
+if [[ -z "$lib" ]]; then
+    run env -C "$ROOT" "$CARGO" build --profile "$PROFILE" -p writerlock-php
+    ((dry)) || [[ -f "$built" ]] || die "the build left no $built"
+fi
 run install -d "$EXT_DIR" "$INI_DIR"
-run install -m 0644 "$built" "$so"
+if [[ "$built" != "$(realpath -m "$so")" ]]; then
+    run install -m 0644 "$built" "$so"
+fi
 # Debug info makes the library eight times larger and is of no use to PHP.
 run strip --strip-debug --strip-unneeded "$so"
+if [[ -n "$lib" ]] && ! ((dry)); then
+    # Built elsewhere: this PHP must be able to load it (same PHP version, API and build).
+    if ! loaded="$("$php_bin" -n -d "extension=$so" -r 'echo extension_loaded("writerlock") ? "yes" : "no";' 2>&1)" || [[ "$loaded" != yes ]]; then
+        rm -f "$so"
+        die "PHP $version ($php_bin) cannot load $lib: ${loaded:-no output}; build it for this PHP (php-ext/install.sh without --lib)"
+    fi
+fi
 if ((dry)); then
     echo "  would write $ini: $line"
 else

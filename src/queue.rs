@@ -332,6 +332,11 @@ impl Turn {
         st.holding = false;
         st.began = None;
         st.owner = None;
+        // Hooks still set on a connection (a turn given back without its
+        // transaction ending: the handle dropped, a PHP request's end) must not
+        // end a later turn when that transaction ends: they find none of theirs,
+        // and clear themselves.
+        st.hooked = None;
         let notify = st.waiting_threads > 0;
         drop(st);
         if notify {

@@ -40,6 +40,16 @@ const DEADLINE: u8 = 2;
 /// `set_time_limit()` set, minus the CPU time used since); `None` when no
 /// limit is set (the command line's default).
 fn php_time_left() -> Option<Duration> {
+    // SAFETY: a plain read of the executor globals (set_time_limit() and the
+    // INI setting write it on this thread): no limit needs no system call.
+    let limit = unsafe {
+        std::ptr::read_volatile(std::ptr::addr_of!(
+            ext_php_rs::ffi::executor_globals.timeout_seconds
+        ))
+    };
+    if limit <= 0 {
+        return None;
+    }
     let mut timer = libc::itimerval {
         it_interval: libc::timeval {
             tv_sec: 0,

@@ -15,6 +15,7 @@
 //! their own (PHP's `max_execution_time` does not count time spent waiting
 //! in system calls). Messages are the core's, word for word.
 
+mod direct;
 mod exceptions;
 mod interrupt;
 mod queue;

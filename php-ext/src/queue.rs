@@ -17,6 +17,7 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -28,7 +29,7 @@ use ext_php_rs::prelude::*;
 use ext_php_rs::types::{ZendCallable, ZendObject, Zval};
 use ext_php_rs::zend::{ce, ClassEntry, ExecutorGlobals};
 use writerlock::lockfiles::{is_in_memory, lock_path};
-use writerlock::wait::{BUSY_SETTING, MIN_TRANSACTION_WAIT, TRANSACTION_SETTING};
+use writerlock::wait::MIN_TRANSACTION_WAIT;
 use writerlock::{BusyKind, Error, SqliteFailure, SqliteSession, Wait, WriterQueue};
 
 use crate::exceptions::{self, BusyDetails, Kind};
@@ -146,10 +147,32 @@ fn type_error(message: String) -> PhpException {
     PhpException::new(message, 0, ce::type_error())
 }
 
+static SQLITE3_CLASS: AtomicUsize = AtomicUsize::new(0);
+static PDO_CLASS: AtomicUsize = AtomicUsize::new(0);
+
+/// An internal class (`SQLite3`, `PDO`), looked up once per process: an
+/// extension's classes are registered at its startup and live as long as the
+/// process, so the lookup (which lowercases the name into a new string) is
+/// not repeated at every call.
+fn internal_class(name: &str, cache: &AtomicUsize) -> Option<&'static ClassEntry> {
+    let known = cache.load(Ordering::Relaxed);
+    if known != 0 {
+        // SAFETY: the address of an internal class entry, stored below; it is
+        // never freed while the process runs PHP.
+        return unsafe { (known as *const ClassEntry).as_ref() };
+    }
+    let found = ClassEntry::try_find(name)?;
+    // ZEND_INTERNAL_CLASS: only those outlive the request.
+    if found.type_ == 1 {
+        cache.store(std::ptr::from_ref(found) as usize, Ordering::Relaxed);
+    }
+    Some(found)
+}
+
 /// The connection behind a `$db` argument: its object and class.
 fn connection<'z>(zv: &'z Zval, method: &str) -> Result<(&'z ZendObject, ConnKind), PhpException> {
-    let sqlite3 = ClassEntry::try_find("SQLite3");
-    let pdo = ClassEntry::try_find("PDO");
+    let sqlite3 = internal_class("SQLite3", &SQLITE3_CLASS);
+    let pdo = internal_class("PDO", &PDO_CLASS);
     if sqlite3.is_none() && pdo.is_none() {
         return Err(type_error(format!(
             "WriterLock\\Queue::{method}(): Argument #1 ($db) must be of type SQLite3|PDO, \
@@ -172,6 +195,21 @@ fn connection<'z>(zv: &'z Zval, method: &str) -> Result<(&'z ZendObject, ConnKin
             type_name(zv)
         )));
     }
+    if let Ok(name) = crate::direct::pdo_driver_name(object) {
+        // Read from PDO's own struct: no PHP call.
+        return match name {
+            Some(name) if name == "sqlite" => Ok((object, ConnKind::Pdo)),
+            Some(name) => Err(PhpException::new(
+                format!(
+                    "WriterLock\\Queue::{method}(): Argument #1 ($db) must be a PDO connection of \
+                     the sqlite driver (a \"sqlite:\" DSN), a PDO of the {name} driver given"
+                ),
+                0,
+                ce::value_error(),
+            )),
+            None => Err(not_connected()),
+        };
+    }
     let (driver, thrown) = zend::without_signal_handlers(|| {
         let driver = zend::without_warnings(|| {
             object.try_call_method("getAttribute", vec![&PDO_ATTR_DRIVER_NAME])
@@ -188,15 +226,18 @@ fn connection<'z>(zv: &'z Zval, method: &str) -> Result<(&'z ZendObject, ConnKin
             0,
             ce::value_error(),
         )),
-        _ => Err(to_php(&Error::NotStarted {
-            failure: SqliteFailure::new(
-                SQLITE_MISUSE,
-                String::from(
-                    "the PDO object is not connected (its constructor did not run or failed)",
-                ),
-            ),
-        })),
+        _ => Err(not_connected()),
     }
+}
+
+/// The exception for a PDO object that is not connected.
+fn not_connected() -> PhpException {
+    to_php(&Error::NotStarted {
+        failure: SqliteFailure::new(
+            SQLITE_MISUSE,
+            String::from("the PDO object is not connected (its constructor did not run or failed)"),
+        ),
+    })
 }
 
 impl DbArg<'_> {
@@ -237,9 +278,24 @@ impl ext_php_rs::convert::StubLiteral for Seconds<'_> {
     }
 }
 
-/// The default wait of `begin()` and `transaction()`: 25 s, the default of
-/// Exponential's `[DatabaseSettings] SQLiteTransactionWait`.
+/// The default wait of `begin()`, `transaction()` and `acquire()`: 25 s, the
+/// default of Exponential's `[DatabaseSettings] SQLiteTransactionWait`.
 const DEFAULT_WAIT: f64 = 25.0;
+
+/// The default wait of `exec()`: 5 s, the default of Exponential's
+/// `[DatabaseSettings] SQLiteBusyTimeout` (5000 ms) and of Python's `execute()`.
+const DEFAULT_STATEMENT_WAIT: f64 = 5.0;
+
+/// What a busy message of `begin()` names by default: the argument its limit came from
+/// (Python names "the wait argument", C `wait_seconds of wl_queue_begin`). The queued
+/// driver for Exponential passes its INI setting's name instead.
+const BEGIN_SETTING: &str = "the waitSeconds argument of WriterLock\\Queue::begin()";
+/// What a busy message of `transaction()` names by default.
+const TRANSACTION_ARGUMENT: &str = "the waitSeconds argument of WriterLock\\Queue::transaction()";
+/// What a busy message of `exec()` names by default.
+const EXEC_SETTING: &str = "the waitSeconds argument of WriterLock\\Queue::exec()";
+/// What a busy message of `acquire()` names by default.
+const ACQUIRE_SETTING: &str = "the waitSeconds argument of WriterLock\\Queue::acquire()";
 
 impl Seconds<'_> {
     fn get(
@@ -427,21 +483,28 @@ impl Queue {
     /// Takes the turn within `$waitSeconds` (default 25 s, below 1 s raised
     /// to 1 s), sets the connection's busy timeout to the time left and runs
     /// `BEGIN IMMEDIATE`. Throws `WriterLock\BusyException` when the wait runs
-    /// out, `WriterLock\StartException` when the transaction could not start;
+    /// out (its message names `$setting`, by default this argument),
+    /// `WriterLock\StartException` when the transaction could not start;
     /// nothing was written in either case.
-    #[php(defaults(waitSeconds = DEFAULT_WAIT, setting = TRANSACTION_SETTING))]
+    #[php(defaults(waitSeconds = DEFAULT_WAIT, setting = BEGIN_SETTING))]
     pub fn begin(&mut self, db: DbArg, waitSeconds: Seconds, setting: String) -> PhpResult<()> {
         let (object, kind) = db.object("begin")?;
         let limit = waitSeconds.get("begin", 2, "waitSeconds")?;
         self.begin_on("begin", object, kind, limit, setting)
     }
 
-    /// Begins (as `begin()`), runs `$fn($db)`, commits, and returns what
-    /// `$fn` returned. Any throwable from `$fn`, or a COMMIT SQLite refuses,
-    /// rolls the transaction back and gives the turn back; the throwable is
-    /// rethrown as it was.
-    #[php(defaults(wait = DEFAULT_WAIT))]
-    pub fn transaction(&mut self, db: DbArg, r#fn: Callback, wait: Seconds) -> PhpResult<Zval> {
+    /// Begins (as `begin()`, within `$waitSeconds`), runs `$fn($db)`, commits,
+    /// and returns what `$fn` returned. Any throwable from `$fn`, or a COMMIT
+    /// SQLite refuses, rolls the transaction back and gives the turn back; the
+    /// throwable is rethrown as it was.
+    #[php(defaults(waitSeconds = DEFAULT_WAIT, setting = TRANSACTION_ARGUMENT))]
+    pub fn transaction(
+        &mut self,
+        db: DbArg,
+        r#fn: Callback,
+        waitSeconds: Seconds,
+        setting: String,
+    ) -> PhpResult<Zval> {
         let (object, kind) = db.object("transaction")?;
         let Ok(callable) = ZendCallable::new(r#fn.0) else {
             return Err(type_error(format!(
@@ -449,14 +512,8 @@ impl Queue {
                 type_name(r#fn.0)
             )));
         };
-        let limit = wait.get("transaction", 3, "wait")?;
-        self.begin_on(
-            "transaction",
-            object,
-            kind,
-            limit,
-            TRANSACTION_SETTING.to_string(),
-        )?;
+        let limit = waitSeconds.get("transaction", 3, "waitSeconds")?;
+        self.begin_on("transaction", object, kind, limit, setting)?;
         let db_zval = db.0.dereference().shallow_clone();
         let result = callable.try_call(vec![&db_zval]);
         // A throwable from $fn is taken back (PHP code cannot run with an
@@ -573,20 +630,21 @@ impl Queue {
     }
 
     /// Runs one write statement outside a transaction, in turn, within
-    /// `$busySeconds` (the busy timeout). Reads, and statements inside an
+    /// `$waitSeconds` (default 5 s, taken as given; also the busy timeout for
+    /// writers outside the queue). Reads, and statements inside an
     /// open transaction, run at once. Throws `WriterLock\BusyException` when
     /// the wait runs out (the statement was not run) and
     /// `WriterLock\Exception` when SQLite reports a failure.
-    #[php(defaults(setting = BUSY_SETTING))]
+    #[php(defaults(waitSeconds = DEFAULT_STATEMENT_WAIT, setting = EXEC_SETTING))]
     pub fn exec(
         &mut self,
         db: DbArg,
         sql: String,
-        busySeconds: Seconds,
+        waitSeconds: Seconds,
         setting: String,
     ) -> PhpResult<()> {
         let (object, kind) = db.object("exec")?;
-        let limit = busySeconds.get("exec", 3, "busySeconds")?;
+        let limit = waitSeconds.get("exec", 3, "waitSeconds")?;
         let session = PhpSqlite::new(object, kind);
         session.check_open().map_err(|failure| {
             to_php(&Error::Sqlite {
@@ -652,7 +710,7 @@ impl Queue {
     /// Returns the seconds it waited. Give the turn back with `release()`;
     /// `exec()` through this queue runs at once meanwhile. Throws
     /// `WriterLock\BusyException` when the wait runs out.
-    #[php(defaults(waitSeconds = DEFAULT_WAIT, setting = TRANSACTION_SETTING))]
+    #[php(defaults(waitSeconds = DEFAULT_WAIT, setting = ACQUIRE_SETTING))]
     pub fn acquire(&mut self, waitSeconds: Seconds, setting: String) -> PhpResult<f64> {
         let limit = waitSeconds.get("acquire", 1, "waitSeconds")?;
         if self.mine() {
@@ -837,7 +895,15 @@ impl Queue {
             "rollback"
         };
         if !self.mine() {
+            // Closing the connection rolled the transaction back, and SQLite's
+            // rollback hook gave the turn back then: say what happened to it.
+            let closed_since = self.took == Some(current_pid()) && self.began_on(object);
             self.settle();
+            if closed_since {
+                if let Err(failure) = session.check_open() {
+                    return Err(to_php(&Error::Sqlite { statement, failure }));
+                }
+            }
             return Err(to_php(&Error::NotHolding));
         }
         if self.began_on.is_none() {

@@ -1,12 +1,22 @@
 //! PHP's `\SQLite3` and `PDO` (sqlite driver) objects as a connection the
 //! queue can drive.
 //!
-//! Every call goes through the object's own methods (`SQLite3`: `exec`,
-//! `busyTimeout`, `lastErrorCode`, `lastErrorMsg`; `PDO`: `exec`,
+//! Where the connection's own `sqlite3*` can be reached ([`crate::direct`]),
+//! the queue's own statements (`BEGIN IMMEDIATE`, `COMMIT`, `ROLLBACK`,
+//! `PRAGMA busy_timeout`), the busy timeout, the transaction state and the
+//! database file go straight to SQLite through the core's
+//! [`SqliteHandle`]: none of them passes through the object's PHP methods
+//! (a subclass overriding `exec()` never sees them), and the queue sets
+//! SQLite's commit and rollback hooks on the handle for the length of its
+//! transaction, so a transaction the script ends itself gives the turn back.
+//! A statement queued with `exec()` still runs through the object's own
+//! `exec()`, as the caller wrote it.
+//!
+//! Otherwise every call goes through the object's own methods (`SQLite3`:
+//! `exec`, `busyTimeout`, `lastErrorCode`, `lastErrorMsg`; `PDO`: `exec`,
 //! `errorInfo`, and `PRAGMA busy_timeout` for the busy timeout, since
-//! `PDO::ATTR_TIMEOUT` counts whole seconds), so a subclass that overrides
-//! them is honoured and the one system `libsqlite3` that PHP's sqlite
-//! extensions loaded does the work. `SQLite3::exec()` reports a failure with
+//! `PDO::ATTR_TIMEOUT` counts whole seconds), and the one system `libsqlite3`
+//! that PHP's sqlite extensions loaded does the work. `SQLite3::exec()` reports a failure with
 //! an `E_WARNING`, a `PDO` with a warning, an exception or nothing, as its
 //! error mode says; the calls run with the engine's warnings turned into
 //! exceptions that are taken back at once (see
@@ -23,8 +33,10 @@ use std::time::Duration;
 use ext_php_rs::convert::IntoZvalDyn;
 use ext_php_rs::types::{ZendObject, Zval};
 use ext_php_rs::zend::ExecutorGlobals;
-use writerlock::{SqliteFailure, SqliteSession};
+use libsqlite3_sys as ffi;
+use writerlock::{RawSqlite, SqliteFailure, SqliteHandle, SqliteSession};
 
+use crate::direct::{self, Found};
 use crate::zend;
 
 /// `SQLITE_ERROR`.
@@ -61,17 +73,39 @@ pub(crate) struct PhpSqlite<'a> {
     kind: ConnKind,
     /// The failure of the last `exec` through this wrapper, if it failed.
     last_failure: RefCell<Option<SqliteFailure>>,
+    /// The connection's own handle, where the queue drives it directly; its
+    /// statements are finalized when this wrapper is dropped, at the end of
+    /// the extension's call.
+    handle: Option<SqliteHandle>,
 }
 
 impl<'a> PhpSqlite<'a> {
     /// Wraps an object already checked to be an instance of `SQLite3`, or
     /// of `PDO` with the sqlite driver.
     pub(crate) fn new(db: &'a ZendObject, kind: ConnKind) -> Self {
-        PhpSqlite {
+        let mut session = PhpSqlite {
             db,
             kind,
             last_failure: RefCell::new(None),
+            handle: None,
+        };
+        let found = direct::handle(db, kind);
+        match found {
+            // SAFETY: an open connection of this process's libsqlite3 (checked by
+            // `direct::handle`), which PHP closes with sqlite3_close(): the handle's
+            // statements are finalized when `session` is dropped, within this call.
+            Found::Open(raw) => session.handle = unsafe { SqliteHandle::new(raw) },
+            // A closed object fails its PHP methods with PHP's own message.
+            Found::Closed | Found::Unknown => {}
         }
+        session
+    }
+
+    /// Runs one of the queue's own statements on the handle, noting a failure.
+    fn exec_direct(&self, handle: &SqliteHandle, sql: &str) -> Result<(), SqliteFailure> {
+        let result = handle.exec(sql);
+        *self.last_failure.borrow_mut() = result.as_ref().err().cloned();
+        result
     }
 
     /// Asks SQLite whether a transaction is open: a deferred `BEGIN` fails
@@ -229,6 +263,12 @@ impl<'a> PhpSqlite<'a> {
     /// The file of the connection's main database (empty for an in-memory
     /// or temporary one), as `PRAGMA database_list` names it.
     pub(crate) fn main_file(&self) -> Result<String, SqliteFailure> {
+        if let Some(handle) = &self.handle {
+            return handle.main_database_file().map(|file| {
+                file.map(|f| f.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+            });
+        }
         let value =
             self.query_single("SELECT file FROM pragma_database_list WHERE name = 'main'")?;
         match value {
@@ -240,6 +280,9 @@ impl<'a> PhpSqlite<'a> {
     /// Fails when the object is closed (or was never opened), before anything
     /// else is tried.
     pub(crate) fn check_open(&self) -> Result<(), SqliteFailure> {
+        if self.handle.is_some() {
+            return Ok(());
+        }
         // SQLite3::lastErrorCode() answers 0 on a closed object; changes()
         // throws, and changes nothing.
         let method = match self.kind {
@@ -255,6 +298,11 @@ impl<'a> PhpSqlite<'a> {
 
 impl SqliteSession for PhpSqlite<'_> {
     fn exec(&self, sql: &str) -> Result<(), SqliteFailure> {
+        if let Some(handle) = &self.handle {
+            if SqliteHandle::is_own_statement(sql) {
+                return self.exec_direct(handle, sql);
+            }
+        }
         let sql = sql.to_string();
         let result = match self.call("exec", vec![&sql]) {
             // SQLite3::exec() returns true; PDO::exec() the number of rows.
@@ -267,6 +315,9 @@ impl SqliteSession for PhpSqlite<'_> {
     }
 
     fn set_busy_timeout(&self, timeout: Duration) -> Result<(), SqliteFailure> {
+        if let Some(handle) = &self.handle {
+            return handle.set_busy_timeout(timeout);
+        }
         let millis = i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX);
         // SQLite takes an int; anything longer is as good as forever.
         let millis = millis.min(i64::from(i32::MAX));
@@ -285,6 +336,9 @@ impl SqliteSession for PhpSqlite<'_> {
     }
 
     fn busy_timeout(&self) -> Result<Option<Duration>, SqliteFailure> {
+        if let Some(handle) = &self.handle {
+            return handle.busy_timeout();
+        }
         let value = self.query_single("PRAGMA busy_timeout")?;
         Ok(value
             .and_then(|zv| zv.long())
@@ -299,6 +353,9 @@ impl SqliteSession for PhpSqlite<'_> {
     /// `lastErrorMsg()` for the caller; otherwise SQLite is asked with a
     /// probe (see `probe_transaction`).
     fn in_transaction(&self) -> Option<bool> {
+        if let Some(handle) = &self.handle {
+            return handle.in_transaction();
+        }
         let known =
             self.last_failure
                 .borrow()
@@ -316,7 +373,33 @@ impl SqliteSession for PhpSqlite<'_> {
     }
 
     fn connection_id(&self) -> Option<usize> {
+        if let Some(handle) = &self.handle {
+            return handle.connection_id();
+        }
         // The object's address: one connection object per address while it lives.
         Some(std::ptr::from_ref(self.db) as usize)
+    }
+
+    fn has_moved(&self) -> Option<bool> {
+        // SQLite's own check (SQLITE_FCNTL_HAS_MOVED: one stat() of the path) rather than
+        // the handle's, which first looks for SQLite's descriptor (three system calls),
+        // since the handle lives for one call here.
+        let handle = self.handle.as_ref()?;
+        // SAFETY: the handle of an open connection, valid while `self` is.
+        unsafe { RawSqlite::from_handle(handle.handle()) }.and_then(|raw| raw.has_moved())
+    }
+
+    fn is_read_only(&self, sql: &str) -> Option<bool> {
+        self.handle
+            .as_ref()
+            .and_then(|handle| handle.is_read_only(sql))
+    }
+
+    fn end_hooks_handle(&self) -> Option<*mut ffi::sqlite3> {
+        // Neither PHP's SQLite3 nor PDO sets SQLite's commit or rollback hook, or lets its
+        // users set one: the queue's, for the length of its transaction, takes nothing away.
+        self.handle
+            .as_ref()
+            .and_then(|handle| handle.end_hooks_handle())
     }
 }

@@ -20,11 +20,13 @@ const DOCS = array(
         '' => "The wait ran out before the writer got its turn; nothing was written.\n\n"
             . "The message is one of the two fixed texts, for example:\n"
             . "\"database is busy: the transaction could not start within 25 s (waited 25.0 s,\n"
-            . "[DatabaseSettings] SQLiteTransactionWait), another write held the lock all that time;\n"
-            . "nothing was written\". getCode() is 5 (SQLITE_BUSY).",
+            . "the waitSeconds argument of WriterLock\\Queue::begin()), another write held the lock\n"
+            . "all that time; nothing was written\". getCode() is 5 (SQLITE_BUSY).",
         'waited' => "Seconds the writer waited (wall clock).",
         'limit' => "The limit it was given, in seconds.",
-        'setting' => "The setting named in the message, e.g. \"[DatabaseSettings] SQLiteTransactionWait\".",
+        'setting' => "The setting named in the message: the \$setting argument of the call, by default\n"
+            . "the call's own argument (\"the waitSeconds argument of WriterLock\\Queue::begin()\"),\n"
+            . "or \"max_execution_time\" when that cut the wait short.",
         'holderPid' => "The process that held the writer lock when the wait gave up, where /proc/locks shows one.",
     ),
     'WriterLock\\StartException' => array(
@@ -35,7 +37,9 @@ const DOCS = array(
         '' => "One SQLite database's write queue: writers from every process take turns\n"
             . "(an exclusive flock() on \"<database>.writer-lock\") before BEGIN IMMEDIATE,\n"
             . "instead of failing with \"database is locked\". It drives a \\SQLite3 or a PDO\n"
-            . "(sqlite driver) connection through the connection's own methods.\n\n"
+            . "(sqlite driver) connection through the connection's own sqlite3 handle: the\n"
+            . "queue's statements never pass through exec() or query(), and a transaction\n"
+            . "the script ends itself (its own COMMIT) gives the turn back at once.\n\n"
             . "The handle behind a Queue is kept per database path for the life of the\n"
             . "process: a long-lived worker (PHP-FPM, a CLI job loop) opens the lock\n"
             . "files once, and a forked child (pcntl_fork()) never touches its\n"
@@ -55,7 +59,7 @@ const DOCS = array(
             . "@return bool false when SQLite refused the ROLLBACK: the transaction and the turn stay\n"
             . "@throws Exception no queued transaction",
         'exec' => "Runs one write statement outside a transaction, in turn, within\n"
-            . "\$busySeconds. Reads, and statements inside an open transaction, run at once.\n\n"
+            . "\$waitSeconds (default 5). Reads, and statements inside an open transaction, run at once.\n\n"
             . "@throws BusyException the wait ran out; the statement was not run\n"
             . "@throws Exception SQLite reported a failure",
         'transaction' => "Begins (as begin()), runs \$fn(\$db), commits, and returns what \$fn returned.\n"

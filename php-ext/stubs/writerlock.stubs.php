@@ -20,8 +20,8 @@ namespace WriterLock {
      *
      * The message is one of the two fixed texts, for example:
      * "database is busy: the transaction could not start within 25 s (waited 25.0 s,
-     * [DatabaseSettings] SQLiteTransactionWait), another write held the lock all that time;
-     * nothing was written". getCode() is 5 (SQLITE_BUSY).
+     * the waitSeconds argument of WriterLock\Queue::begin()), another write held the lock
+     * all that time; nothing was written". getCode() is 5 (SQLITE_BUSY).
      */
     class BusyException extends Exception
     {
@@ -31,7 +31,11 @@ namespace WriterLock {
         /** The limit it was given, in seconds. */
         public function limit(): float {}
 
-        /** The setting named in the message, e.g. "[DatabaseSettings] SQLiteTransactionWait". */
+        /**
+         * The setting named in the message: the $setting argument of the call, by default
+         * the call's own argument ("the waitSeconds argument of WriterLock\Queue::begin()"),
+         * or "max_execution_time" when that cut the wait short.
+         */
         public function setting(): string {}
 
         /** The process that held the writer lock when the wait gave up, where /proc/locks shows one. */
@@ -42,7 +46,9 @@ namespace WriterLock {
      * One SQLite database's write queue: writers from every process take turns
      * (an exclusive flock() on "<database>.writer-lock") before BEGIN IMMEDIATE,
      * instead of failing with "database is locked". It drives a \SQLite3 or a PDO
-     * (sqlite driver) connection through the connection's own methods.
+     * (sqlite driver) connection through the connection's own sqlite3 handle: the
+     * queue's statements never pass through exec() or query(), and a transaction
+     * the script ends itself (its own COMMIT) gives the turn back at once.
      *
      * The handle behind a Queue is kept per database path for the life of the
      * process: a long-lived worker (PHP-FPM, a CLI job loop) opens the lock
@@ -59,7 +65,7 @@ namespace WriterLock {
          * @throws StartException the transaction could not start; nothing was written
          * @throws Exception the connection is already inside a transaction, or this queue holds the turn
          */
-        public function begin(\SQLite3|\PDO $db, float $waitSeconds = 25.0, string $setting = '[DatabaseSettings] SQLiteTransactionWait'): void {}
+        public function begin(\SQLite3|\PDO $db, float $waitSeconds = 25.0, string $setting = 'the waitSeconds argument of WriterLock\\Queue::begin()'): void {}
 
         /**
          * Begins (as begin()), runs $fn($db), commits, and returns what $fn returned.
@@ -74,7 +80,7 @@ namespace WriterLock {
          * @throws StartException the transaction could not start; $fn did not run
          * @throws Exception the COMMIT failed; the transaction was rolled back
          */
-        public function transaction(\SQLite3|\PDO $db, callable $fn, float $wait = 25.0): mixed {}
+        public function transaction(\SQLite3|\PDO $db, callable $fn, float $waitSeconds = 25.0, string $setting = 'the waitSeconds argument of WriterLock\\Queue::transaction()'): mixed {}
 
         /**
          * The queue of the database file an open \SQLite3 or PDO (sqlite) connection uses
@@ -103,12 +109,12 @@ namespace WriterLock {
 
         /**
          * Runs one write statement outside a transaction, in turn, within
-         * $busySeconds. Reads, and statements inside an open transaction, run at once.
+         * $waitSeconds (default 5). Reads, and statements inside an open transaction, run at once.
          *
          * @throws BusyException the wait ran out; the statement was not run
          * @throws Exception SQLite reported a failure
          */
-        public function exec(\SQLite3|\PDO $db, string $sql, float $busySeconds, string $setting = '[DatabaseSettings] SQLiteBusyTimeout'): void {}
+        public function exec(\SQLite3|\PDO $db, string $sql, float $waitSeconds = 5.0, string $setting = 'the waitSeconds argument of WriterLock\\Queue::exec()'): void {}
 
         /**
          * Takes the writer turn without starting a transaction, within $waitSeconds
@@ -119,7 +125,7 @@ namespace WriterLock {
          * @throws BusyException the wait ran out
          * @throws Exception this queue already holds the turn
          */
-        public function acquire(float $waitSeconds = 25.0, string $setting = '[DatabaseSettings] SQLiteTransactionWait'): float {}
+        public function acquire(float $waitSeconds = 25.0, string $setting = 'the waitSeconds argument of WriterLock\\Queue::acquire()'): float {}
 
         /**
          * Gives back the turn acquire() took.

@@ -5,7 +5,8 @@ sqlite3
 writerlock
 --FILE--
 <?php
-$toml = file_get_contents( getenv( 'WL_ROOT' ) . '/Cargo.toml' );
+require __DIR__ . '/lib.php';
+$toml = file_get_contents( wl_root() . '/Cargo.toml' );
 preg_match( '/\[workspace\.package\][^\[]*?version\s*=\s*"([^"]+)"/s', $toml, $m );
 $version = $m[1];
 
@@ -20,7 +21,7 @@ echo implode( "\n", $classes ), "\n";
 var_dump( $ext->getFunctions() );
 
 echo "-- php --re writerlock\n";
-$ini = array( '-d', 'extension=' . getenv( 'WL_EXT' ) );
+$ini = array( '-d', 'extension=' . ext_path() );
 exec( implode( ' ', array_map( 'escapeshellarg', array_merge( array( PHP_BINARY ), $ini, array( '--re', 'writerlock' ) ) ) ), $out, $rc );
 $text = implode( "\n", $out );
 var_dump( $rc );
@@ -29,9 +30,9 @@ foreach ( array( 'final class WriterLock\\Queue', 'class WriterLock\\BusyExcepti
                  'public method begin', 'public method transaction', 'static public method forConnection', 'public method commit',
                  'public method rollback', 'public method exec', 'public method acquire', 'public method release', 'public method holding', 'public method lastWait',
                  'public method waited', 'public method holderPid', '<required> SQLite3|PDO $db', '<required> callable $fn',
-                 '<optional> float $waitSeconds = 25.0', '<optional> float $wait = 25.0',
-                 "<optional> string \$setting = '[DatabaseSettings] SQLiteTransactionWait'",
-                 "<optional> string \$setting = '[DatabaseSettings] SQLiteBusyTimeout'" ) as $needle )
+                 '<optional> float $waitSeconds = 25.0', '<optional> float $waitSeconds = 5.0',
+                 "<optional> string \$setting = 'the waitSeconds argument of WriterLock\\\\Queue::begin()'",
+                 "<optional> string \$setting = 'the waitSeconds argument of WriterLock\\\\Queue::exec()'" ) as $needle )
 {
     if ( strpos( $text, $needle ) === false )
     {

@@ -14,7 +14,8 @@ mkdir( $site );
 $path = make_db( $dir );
 chdir( $site );
 
-const TX_SETTING = '[DatabaseSettings] SQLiteTransactionWait';
+const BEGIN_ARGUMENT = 'the waitSeconds argument of WriterLock\Queue::begin()';
+const ACQUIRE_ARGUMENT = 'the waitSeconds argument of WriterLock\Queue::acquire()';
 
 /** The eZ driver on $path with [DatabaseSettings] $values, exceptions on. */
 function ez_driver( $path, array $values )
@@ -130,7 +131,7 @@ t( 'begin() waits for a holder outside any SQLite transaction: busy after its wa
         $start = microtime( true );
         $e = expect_throw( 'WriterLock\\BusyException', function () use ( $q, $db ) { $q->begin( $db, 1.0 ); } );
         $elapsed = microtime( true ) - $start;
-        check_busy( 'database is busy: the transaction could not start within 1 s (waited 1.0 s, ' . TX_SETTING . '), '
+        check_busy( 'database is busy: the transaction could not start within 1 s (waited 1.0 s, ' . BEGIN_ARGUMENT . '), '
                     . 'another write held the lock all that time; nothing was written', $e->getMessage(), 'message' );
         check_wait( $elapsed, 1.0, 'begin(1.0) gave up after' );
         check_same( $holder->pid, $e->holderPid(), 'holderPid()' );
@@ -139,7 +140,7 @@ t( 'begin() waits for a holder outside any SQLite transaction: busy after its wa
         $e = expect_throw( 'WriterLock\\BusyException', function () use ( $q, $db ) {
             $q->exec( $db, "INSERT INTO pub (worker, seq) VALUES ('not run', 1)", 0.5 );
         } );
-        check_busy( 'database is busy: the statement waited 0.5 s for another write to end (limit 0.5 s, [DatabaseSettings] SQLiteBusyTimeout) '
+        check_busy( 'database is busy: the statement waited 0.5 s for another write to end (limit 0.5 s, the waitSeconds argument of WriterLock\Queue::exec()) '
                     . 'and was not run; nothing was written', $e->getMessage(), 'message of exec()' );
         check_same( 0, count_rows( $path, "worker = 'not run'" ), 'rows of the statement that waited' );
     }
@@ -243,7 +244,7 @@ t( 'acquire() waits for a holder outside SQLite: busy after its wait, exact mess
         $start = microtime( true );
         $e = expect_throw( 'WriterLock\\BusyException', function () use ( $q ) { $q->acquire( 0.2 ); } );
         check_wait( microtime( true ) - $start, 1.0, 'acquire(0.2) gave up after' );
-        check_busy( 'database is busy: the transaction could not start within 1 s (waited 1.0 s, ' . TX_SETTING . '), '
+        check_busy( 'database is busy: the transaction could not start within 1 s (waited 1.0 s, ' . ACQUIRE_ARGUMENT . '), '
                     . 'another write held the lock all that time; nothing was written', $e->getMessage(), 'message' );
         check_same( $holder->pid, $e->holderPid(), 'holderPid()' );
         check_same( $e->waited(), $q->lastWait(), 'lastWait()' );

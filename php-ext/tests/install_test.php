@@ -9,7 +9,7 @@
 // (WL_PROFILE).
 require __DIR__ . '/lib.php';
 
-$root = getenv( 'WL_ROOT' );
+$root = wl_root();
 $dir = tmpdir( 'wl-install' );
 // The clone builds into a build directory of its own, kept at a fixed place
 // under target/ so its registry crates are compiled once, not every run.
@@ -95,6 +95,30 @@ t( '--remove takes it away (and --remove --dry-run does not)', function () use (
     check( strpos( $out, "would run: rm -f $dir/php/extensions/writerlock.so" ) !== false, "dry run of --remove:\n$out" );
     install( array( '--remove' ), $env );
     check( !file_exists( "$dir/php/extensions/writerlock.so" ) && !file_exists( "$dir/php/conf.d/writerlock.ini" ), 'files left: ' . implode( ' ', tree( "$dir/php" ) ) );
+} );
+
+t( '--lib installs a prebuilt library without cargo or Rust on the PATH, and it runs a queued transaction; a file that is no PHP extension is refused', function () use ( $dir, $env ) {
+    $prebuilt = "$dir/prebuilt/libwriterlock_php.so";
+    mkdir( dirname( $prebuilt ) );
+    copy( ext_path(), $prebuilt );
+    // No cargo anywhere: not on the PATH, and CARGO names nothing.
+    $noRust = array( 'PATH' => '/usr/local/bin:/usr/bin:/bin', 'CARGO' => "$dir/no-cargo-here",
+                     'EXT_DIR' => "$dir/php2/extensions", 'INI_DIR' => "$dir/php2/conf.d" ) + $env;
+    $out = install( array( '--lib', $prebuilt ), $noRust );
+    check( strpos( $out, 'cargo' ) === false, "the install mentions cargo:\n$out" );
+    $so = "$dir/php2/extensions/writerlock.so";
+    check( is_file( $so ), "no $so:\n$out" );
+    check( filesize( $so ) * 4 < filesize( $prebuilt ), sprintf( 'installed %d bytes from %d: not stripped', filesize( $so ), filesize( $prebuilt ) ) );
+    check_same( "extension=$so", trim( preg_replace( '/^;.*$/m', '', file_get_contents( "$dir/php2/conf.d/writerlock.ini" ) ) ), 'the ini file' );
+    $child = new Child( array( PHP_BINARY, '-r', '$q = new WriterLock\Queue(":memory:"); $db = new SQLite3(":memory:"); $q->begin($db); var_dump($q->commit($db));' ),
+                        null, array( 'PHP_INI_SCAN_DIR' => ":$dir/php2/conf.d" ) + getenv() );
+    $child->wait();
+    check_same( "bool(true)\n", $child->out . $child->err, 'a queued transaction with the installed library' );
+    file_put_contents( "$dir/prebuilt/notes.txt", "not a library\n" );
+    $child = new Child( array( $GLOBALS['clone'] . '/php-ext/install.sh', '--lib', "$dir/prebuilt/notes.txt" ), null, $noRust + getenv() );
+    check_same( 1, $child->wait(), 'exit status for a text file' );
+    check_same( "install.sh: --lib $dir/prebuilt/notes.txt is not a shared library; give the path of a built writerlock.so\n", $child->err, 'stderr' );
+    check( !file_exists( "$dir/php2/extensions/notes.txt" ), 'the text file was installed' );
 } );
 
 t( 'a bad option is refused with what to do', function () use ( $env ) {

@@ -54,7 +54,7 @@ echo "-- a handler that returns: it runs, and the wait goes on to its own limit\
 $ran = 0;
 pcntl_signal( SIGUSR1, function () use ( &$ran ) { $ran++; } );
 $sender = signal_later( SIGUSR1, 0.3 );
-$took = attempt( function () use ( $q, $db ) { $q->begin( $db, 1.5 ); }, 'database is busy: the transaction could not start within 1.5 s (waited 1.5 s, [DatabaseSettings] SQLiteTransactionWait), another write held the lock all that time; nothing was written' );
+$took = attempt( function () use ( $q, $db ) { $q->begin( $db, 1.5 ); }, 'database is busy: the transaction could not start within 1.5 s (waited 1.5 s, the waitSeconds argument of WriterLock\Queue::begin()), another write held the lock all that time; nothing was written' );
 $sender->wait();
 var_dump( $ran, $took >= 1.5 && $took < 4.0 );
 
@@ -103,7 +103,7 @@ RuntimeException: stopped by SIGUSR1
 bool(true)
 int(0)
 -- a handler that returns: it runs, and the wait goes on to its own limit
-WriterLock\BusyException: database is busy: the transaction could not start within 1.5 s (waited 1.5 s, [DatabaseSettings] SQLiteTransactionWait), another write held the lock all that time; nothing was written
+WriterLock\BusyException: database is busy: the transaction could not start within 1.5 s (waited 1.5 s, the waitSeconds argument of WriterLock\Queue::begin()), another write held the lock all that time; nothing was written
 int(1)
 bool(true)
 -- a wait longer than the time max_execution_time leaves ends before it, naming it

@@ -91,16 +91,65 @@ function tmpdir( $tag = 'wl' )
     return $dir;
 }
 
-/** The extension's absolute path (set by run.sh). */
+/**
+ * The extension's absolute path: WL_EXT (set by run.sh), else the file this
+ * process loaded it from (PHP's own run-tests.php run directly, with
+ * `-d extension=/path/to/libwriterlock_php.so`), else the newest build under
+ * target/. Exits with one line saying what to do when there is none.
+ */
 function ext_path()
 {
-    $ext = getenv( 'WL_EXT' );
-    if ( $ext === false || !is_file( $ext ) )
+    static $found = null;
+    if ( $found !== null )
     {
-        fwrite( STDERR, "WL_EXT must name the built extension; run php-ext/tests/run.sh\n" );
-        exit( 2 );
+        return $found;
     }
-    return $ext;
+    $ext = getenv( 'WL_EXT' );
+    if ( $ext !== false && $ext !== '' )
+    {
+        if ( !is_file( $ext ) )
+        {
+            fwrite( STDERR, "WL_EXT names $ext, which does not exist; build it with cargo build -p writerlock-php, or run php-ext/tests/run.sh\n" );
+            exit( 2 );
+        }
+        return $found = $ext;
+    }
+    if ( extension_loaded( 'writerlock' ) )
+    {
+        // The shared object mapped into this process whose name says writerlock.
+        foreach ( (array)@file( '/proc/self/maps', FILE_IGNORE_NEW_LINES ) as $line )
+        {
+            $path = preg_replace( '/^(\S+\s+){5}/', '', $line );
+            if ( preg_match( '/(^|\/)(lib)?writerlock(_php)?\.so$/', $path ) && is_file( $path ) )
+            {
+                return $found = $path;
+            }
+        }
+    }
+    $builds = array();
+    foreach ( array( 'release', 'debug' ) as $profile )
+    {
+        $candidate = wl_root() . "/target/$profile/libwriterlock_php.so";
+        if ( is_file( $candidate ) )
+        {
+            $builds[$candidate] = filemtime( $candidate );
+        }
+    }
+    if ( $builds )
+    {
+        arsort( $builds );
+        return $found = key( $builds );
+    }
+    fwrite( STDERR, "the writerlock extension is not built: run php-ext/tests/run.sh (it builds it), or cargo build -p writerlock-php and "
+                  . "php run-tests.php -d extension=\$PWD/target/debug/libwriterlock_php.so php-ext/tests\n" );
+    exit( 2 );
+}
+
+/** The repository's root: WL_ROOT (set by run.sh), else two levels above the tests. */
+function wl_root()
+{
+    $root = getenv( 'WL_ROOT' );
+    return $root !== false && $root !== '' ? $root : dirname( __DIR__, 2 );
 }
 
 /** The command line of a PHP process with (or without) the extension. */

@@ -52,7 +52,7 @@ try
 }
 catch ( WriterLock\BusyException $e )
 {
-    echo get_class( $e ), ': ', busy_as_expected( 'database is busy: the transaction could not start within 1 s (waited 1.0 s, [DatabaseSettings] SQLiteTransactionWait), another write held the lock all that time; nothing was written', $e->getMessage() ), "\n";
+    echo get_class( $e ), ': ', busy_as_expected( 'database is busy: the transaction could not start within 1 s (waited 1.0 s, the waitSeconds argument of WriterLock\Queue::begin()), another write held the lock all that time; nothing was written', $e->getMessage() ), "\n";
     var_dump( $e->getCode(), $e->holderPid() === $holder->pid, $e->setting() );
 }
 release_holder( $holder );
@@ -111,10 +111,10 @@ WriterLock\Exception: the statement failed: no such table: no_such_table (code 1
 bool(true)
 2 rows; error mode kept: true
 -- a writer on SQLite3 and one on PDO take turns
-WriterLock\BusyException: database is busy: the transaction could not start within 1 s (waited 1.0 s, [DatabaseSettings] SQLiteTransactionWait), another write held the lock all that time; nothing was written
+WriterLock\BusyException: database is busy: the transaction could not start within 1 s (waited 1.0 s, the waitSeconds argument of WriterLock\Queue::begin()), another write held the lock all that time; nothing was written
 int(5)
 bool(true)
-string(40) "[DatabaseSettings] SQLiteTransactionWait"
+string(53) "the waitSeconds argument of WriterLock\Queue::begin()"
 bool(true)
 -- a PDO never connected
 WriterLock\StartException: the transaction could not start: the PDO object is not connected (its constructor did not run or failed); nothing was written

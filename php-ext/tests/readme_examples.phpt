@@ -1,6 +1,7 @@
 --TEST--
-The PHP examples of README.md and php-ext/README.md run verbatim and do what they say, twice in a row
+The PHP examples of README.md, php-ext/README.md and docs/php.md run verbatim and do what they say, twice in a row
 --EXTENSIONS--
+pcntl
 pdo_sqlite
 sqlite3
 writerlock
@@ -11,14 +12,14 @@ require __DIR__ . '/lib.php';
 /** The first ```php block after $heading in $file. */
 function example( $file, $heading )
 {
-    $text = file_get_contents( getenv( 'WL_ROOT' ) . "/$file" );
+    $text = file_get_contents( wl_root() . "/$file" );
     $at = strpos( $text, "\n$heading\n" );
     check( $at !== false, "$file has no heading $heading" );
     check( preg_match( '/```php\n(.*?)```/s', $text, $m, 0, $at ) === 1, "$file has no php block after $heading" );
     return $m[1];
 }
 
-foreach ( array( array( 'README.md', '## PHP' ), array( 'php-ext/README.md', '## API' ) ) as list( $file, $heading ) )
+foreach ( array( array( 'README.md', '## PHP' ), array( 'php-ext/README.md', '## API' ), array( 'docs/php.md', '## Signals' ) ) as list( $file, $heading ) )
 {
     echo "-- $file\n";
     $dir = tmpdir();
@@ -38,3 +39,6 @@ job 2 done
 -- php-ext/README.md
 1 link(s) saved
 1 link(s) saved
+-- docs/php.md
+committed
+committed

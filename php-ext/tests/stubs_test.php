@@ -86,13 +86,14 @@ t( 'the issue\'s signatures, read from the extension', function () {
         return $method . '(' . implode( ', ', $parts ) . ')' . ( $m->getReturnType() ? ': ' . $m->getReturnType() : '' );
     };
     check_same( '__construct(string $databasePath)', $sig( '__construct' ), '__construct' );
-    check_same( "begin(SQLite3|PDO \$db, float \$waitSeconds = 25.0, string \$setting = '[DatabaseSettings] SQLiteTransactionWait'): void", $sig( 'begin' ), 'begin' );
-    check_same( 'transaction(SQLite3|PDO $db, callable $fn, float $wait = 25.0): mixed', $sig( 'transaction' ), 'transaction' );
+    check_same( "begin(SQLite3|PDO \$db, float \$waitSeconds = 25.0, string \$setting = 'the waitSeconds argument of WriterLock\\\\Queue::begin()'): void", $sig( 'begin' ), 'begin' );
+    check_same( "transaction(SQLite3|PDO \$db, callable \$fn, float \$waitSeconds = 25.0, string \$setting = 'the waitSeconds argument of WriterLock\\\\Queue::transaction()'): mixed", $sig( 'transaction' ), 'transaction' );
     check_same( 'forConnection(SQLite3|PDO $db): WriterLock\\Queue', $sig( 'forConnection' ), 'forConnection' );
     check( $q->getMethod( 'forConnection' )->isStatic(), 'forConnection() is not static' );
     check_same( 'commit(SQLite3|PDO $db): bool', $sig( 'commit' ), 'commit' );
     check_same( 'rollback(SQLite3|PDO $db): bool', $sig( 'rollback' ), 'rollback' );
-    check_same( "exec(SQLite3|PDO \$db, string \$sql, float \$busySeconds, string \$setting = '[DatabaseSettings] SQLiteBusyTimeout'): void", $sig( 'exec' ), 'exec' );
+    check_same( "exec(SQLite3|PDO \$db, string \$sql, float \$waitSeconds = 5.0, string \$setting = 'the waitSeconds argument of WriterLock\\\\Queue::exec()'): void", $sig( 'exec' ), 'exec' );
+    check_same( "acquire(float \$waitSeconds = 25.0, string \$setting = 'the waitSeconds argument of WriterLock\\\\Queue::acquire()'): float", $sig( 'acquire' ), 'acquire' );
     check_same( 'holding(): bool', $sig( 'holding' ), 'holding' );
     check_same( 'lastWait(): float', $sig( 'lastWait' ), 'lastWait' );
     $b = new ReflectionClass( 'WriterLock\\BusyException' );

@@ -20,14 +20,14 @@ t( 'begin() gives up after its wait: exact text and fields, nothing written', fu
     $q = new WriterLock\Queue( $path );
     list( $e, $elapsed ) = timed( function () use ( $q, $db ) { $q->begin( $db, 1.5 ); } );
     check_wait( $elapsed, 1.5, 'begin(1.5) gave up after' );
-    check_busy( 'database is busy: the transaction could not start within 1.5 s (waited 1.5 s, [DatabaseSettings] SQLiteTransactionWait), '
+    check_busy( 'database is busy: the transaction could not start within 1.5 s (waited 1.5 s, the waitSeconds argument of WriterLock\Queue::begin()), '
                 . 'another write held the lock all that time; nothing was written', $e->getMessage(), 'message' );
     check( strpos( $e->getMessage(), '(waited ' . sprintf( '%.1f', $e->waited() ) . ' s,' ) !== false,
            'the message does not say waited() = ' . $e->waited() . ': ' . $e->getMessage() );
     check_wait( $e->waited(), 1.5, 'waited()' );
     check( $e->waited() <= $elapsed, 'waited() ' . $e->waited() . " s is more than the $elapsed s begin() took" );
     check_same( 1.5, $e->limit(), 'limit()' );
-    check_same( '[DatabaseSettings] SQLiteTransactionWait', $e->setting(), 'setting()' );
+    check_same( 'the waitSeconds argument of WriterLock\Queue::begin()', $e->setting(), 'setting()' );
     check_same( $holder->pid, $e->holderPid(), 'holderPid()' );
     check_same( 5, $e->getCode(), 'getCode()' );
     check( !$q->holding(), 'holding after the timeout' );
@@ -54,11 +54,11 @@ t( 'exec() of a write gives up after the busy timeout and does not run', functio
         $q->exec( $db, "INSERT INTO pub (worker, seq) VALUES ('timed out', 1)", 0.5 );
     } );
     check_wait( $elapsed, 0.5, 'exec(0.5) gave up after' );
-    $text = 'database is busy: the statement waited 0.5 s for another write to end (limit 0.5 s, [DatabaseSettings] SQLiteBusyTimeout) '
+    $text = 'database is busy: the statement waited 0.5 s for another write to end (limit 0.5 s, the waitSeconds argument of WriterLock\Queue::exec()) '
           . 'and was not run; nothing was written';
     check_busy( $text, $e->getMessage(), 'message' );
     check_same( 0.5, $e->limit(), 'limit()' );
-    check_same( '[DatabaseSettings] SQLiteBusyTimeout', $e->setting(), 'setting()' );
+    check_same( 'the waitSeconds argument of WriterLock\Queue::exec()', $e->setting(), 'setting()' );
     check( !$q->holding(), 'holding' );
 } );
 
@@ -78,7 +78,7 @@ t( 'a writer outside the queue (BEGIN IMMEDIATE in another process) is waited fo
     $q = new WriterLock\Queue( $path );
     list( $e, $elapsed ) = timed( function () use ( $q, $db ) { $q->begin( $db, 1 ); } );
     check_wait( $elapsed, 1.0, 'gave up after' );
-    check_busy( 'database is busy: the transaction could not start within 1 s (waited 1.0 s, [DatabaseSettings] SQLiteTransactionWait), '
+    check_busy( 'database is busy: the transaction could not start within 1 s (waited 1.0 s, the waitSeconds argument of WriterLock\Queue::begin()), '
                 . 'another write held the lock all that time; nothing was written', $e->getMessage(), 'message' );
     check( !$q->holding(), 'holding after SQLite refused the start' );
     release_holder( $outsider );

@@ -80,7 +80,7 @@ try
 }
 catch ( WriterLock\BusyException $e )
 {
-    echo busy_as_expected( 'database is busy: the transaction could not start within 1 s (waited 1.0 s, [DatabaseSettings] SQLiteTransactionWait), another write held the lock all that time; nothing was written', $e->getMessage() ), "\n";
+    echo busy_as_expected( 'database is busy: the transaction could not start within 1 s (waited 1.0 s, the waitSeconds argument of WriterLock\Queue::transaction()), another write held the lock all that time; nothing was written', $e->getMessage() ), "\n";
 }
 release_holder( $holder );
 
@@ -137,7 +137,7 @@ bool(false)
 int(2)
 bool(true)
 -- the wait runs out: $fn never runs
-database is busy: the transaction could not start within 1 s (waited 1.0 s, [DatabaseSettings] SQLiteTransactionWait), another write held the lock all that time; nothing was written
+database is busy: the transaction could not start within 1 s (waited 1.0 s, the waitSeconds argument of WriterLock\Queue::transaction()), another write held the lock all that time; nothing was written
 -- bad arguments
 TypeError: WriterLock\Queue::transaction(): Argument #2 ($fn) must be a valid callback, string given
-ValueError: WriterLock\Queue::transaction(): Argument #3 ($wait) must be a number of seconds from 0 up, -1 given
+ValueError: WriterLock\Queue::transaction(): Argument #3 ($waitSeconds) must be a number of seconds from 0 up, -1 given

@@ -14,7 +14,7 @@ require __DIR__ . '/../standins/autoload.php';
 $ezdb = new eZSQLite3QueuedDB( array( 'database' => $_GET['db'] ) );
 $ezdb->setErrorHandling( eZDB::ERROR_HANDLING_EXCEPTIONS );
 $start = microtime( true );
-$out = array( 'sapi' => PHP_SAPI );
+$out = array( 'sapi' => PHP_SAPI, 'pid' => getmypid(), 'loaded' => extension_loaded( 'writerlock' ) );
 if ( $_GET['what'] === 'transaction' )
 {
     try

@@ -66,11 +66,8 @@ class eZSQLite3QueuedDB extends eZSQLite3DB
     /** @var bool Whether the connection's busy timeout has been set */
     protected $QueuedBusyTimeoutSet = false;
 
-    /** @var bool Whether the missing extension was reported in this process */
-    protected static $ExtensionMissingReported = false;
-
-    /** @var bool Whether a transaction wait at or above max_execution_time was reported in this process */
-    protected static $TimeLimitReported = false;
+    /** @var array What was said in this request (see queuedFirstInProcess()) */
+    protected static $QueuedSaid = array();
 
     public function __construct( $parameters )
     {
@@ -118,9 +115,8 @@ class eZSQLite3QueuedDB extends eZSQLite3DB
         $this->WriterQueueHandle = false;
         if ( !extension_loaded( 'writerlock' ) )
         {
-            if ( !self::$ExtensionMissingReported )
+            if ( self::queuedFirstInProcess( 'extension not loaded' ) )
             {
-                self::$ExtensionMissingReported = true;
                 // An error, so that a default install (which logs errors
                 // only) shows it.
                 eZDebug::writeError( 'The writerlock extension is not loaded (extension=writerlock.so): ' .
@@ -320,21 +316,85 @@ class eZSQLite3QueuedDB extends eZSQLite3DB
      */
     protected function queuedCheckTimeLimit()
     {
-        if ( self::$TimeLimitReported )
-        {
-            return;
-        }
         $limit = (int)ini_get( 'max_execution_time' );
         $wait = $this->queuedTransactionWait();
-        if ( $limit > 0 && $wait >= $limit )
+        if ( $limit > 0 && $wait >= $limit && self::queuedFirstInProcess( 'time limit' ) )
         {
-            self::$TimeLimitReported = true;
             $setting = '[' . self::SETTINGS_GROUP . '] ' . $this->queuedTransactionSetting();
             eZDebug::writeError( sprintf( '%s is %s s, not below PHP\'s max_execution_time of %d s: a transaction that waits for its turn '
                                           . 'is cut off at max_execution_time. Lower %s to a few seconds below max_execution_time '
                                           . '(and below the web server\'s request timeout), or raise max_execution_time',
                                           $setting, self::formatSeconds( $wait ), $limit, $this->queuedTransactionSetting() ), __METHOD__ );
         }
+    }
+
+    /**
+     * Whether $what is said for the first time in this process. A PHP-FPM
+     * worker serves thousands of requests and static properties start again
+     * with each of them, so what is meant once per process is marked with a
+     * file named after the process (its pid and start time, which no later
+     * process shares) in PHP's temporary directory, next to the marks of
+     * other live processes; marks of processes that ended are removed. Where
+     * no mark can be made (no /proc, a directory that is not writable) it is
+     * said once per request.
+     *
+     * @param string $what
+     * @return bool
+     */
+    protected static function queuedFirstInProcess( $what )
+    {
+        if ( isset( self::$QueuedSaid[$what] ) )
+        {
+            return false;
+        }
+        self::$QueuedSaid[$what] = true;
+        $process = self::queuedProcessMark( 'self' );
+        if ( $process === null )
+        {
+            return true;
+        }
+        $dir = sys_get_temp_dir() . '/writerlock-said';
+        if ( !is_dir( $dir ) && @mkdir( $dir, 0777 ) )
+        {
+            // Shared by every user's PHP (web server, command line), as /tmp is.
+            @chmod( $dir, 01777 );
+        }
+        $mark = $dir . '/' . $process . '-' . md5( $what );
+        $fp = @fopen( $mark, 'x' );
+        if ( $fp === false )
+        {
+            // Said already in this process, or no mark can be made here.
+            return !file_exists( $mark );
+        }
+        fclose( $fp );
+        foreach ( (array)glob( $dir . '/*-*-*' ) as $other )
+        {
+            $parts = explode( '-', basename( $other ) );
+            if ( self::queuedProcessMark( $parts[0] ) !== $parts[0] . '-' . $parts[1] )
+            {
+                @unlink( $other );
+            }
+        }
+        return true;
+    }
+
+    /**
+     * "<pid>-<start time>" of a live process ($pid: a number, or "self"),
+     * from /proc; null when it has ended or /proc cannot tell.
+     *
+     * @param string $pid
+     * @return string|null
+     */
+    protected static function queuedProcessMark( $pid )
+    {
+        $stat = @file_get_contents( "/proc/$pid/stat" );
+        if ( $stat === false )
+        {
+            return null;
+        }
+        // "pid (comm) state ppid ...": the start time is field 22, the 20th after the ")".
+        $fields = explode( ' ', substr( $stat, (int)strrpos( $stat, ')' ) + 2 ) );
+        return isset( $fields[19] ) ? (int)$stat . '-' . $fields[19] : null;
     }
 
     /**
