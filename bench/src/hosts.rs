@@ -308,8 +308,9 @@ pub fn scenario(
                 table.row(vec![
                     host.label.into(),
                     "-".into(),
-                    format!("not measured: {why}"),
+                    "not measured (below)".into(),
                 ]);
+                table.note(format!("{}: not measured: {why}", host.label));
                 for (key, _) in host.variants {
                     report.targets.push(Target::skipped(
                         "S9 one writer: queue ÷ by hand",
