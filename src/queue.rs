@@ -676,7 +676,13 @@ impl WriterQueue {
         kind: BusyKind,
         deadline: &Deadline,
     ) -> Result<(FilesView, Option<crate::handoff::PageRef>, bool)> {
-        if st.files.as_ref().is_some_and(|f| !f.are_current()) {
+        // Within a hand-off slice the lock is first tried without waiting, and the files were
+        // found current when the slice's last turn was taken (at most a slice ago): the check
+        // after the lock is taken (confirm_turn) is the one that keeps writers apart, so this
+        // one, which only spares a wait on files no longer at their paths, is left to the
+        // turns that may wait.
+        let trying_in_slice = st.page.is_some() && st.slice_open();
+        if !trying_in_slice && st.files.as_ref().is_some_and(|f| !f.are_current()) {
             // Removed or replaced by an operator since the last turn: the
             // descriptors exclude nobody who opens the paths now.
             st.page = None;
