@@ -7,7 +7,8 @@
 // (synchronous=NORMAL) on a WAL database that already has the bench's table t. Each round
 // runs TRANSACTIONS one-row INSERT transactions per variant (the INSERT prepared once), the
 // variants' order reversed every other round, and prints one JSON line at the end: every
-// variant's rate in every round (transactions per second). Variants:
+// variant's rate in every round (transactions per second), by the clock and by the process's
+// CPU time (which other work on a shared machine disturbs less). Variants:
 //
 //   hand          $db->exec('BEGIN IMMEDIATE'), the INSERT, $db->exec('COMMIT')
 //   begin_commit  $queue->begin($db), the INSERT, $queue->commit($db)
@@ -82,21 +83,32 @@ foreach ($variants as $run) {
     $run($warm, $seq);
     $seq += $warm;
 }
+function cpu_seconds(): float
+{
+    $u = getrusage();
+    return $u['ru_utime.tv_sec'] + $u['ru_utime.tv_usec'] / 1e6 + $u['ru_stime.tv_sec'] + $u['ru_stime.tv_usec'] / 1e6;
+}
 $results = [];
+$cpuResults = [];
 for ($r = 0; $r < $rounds; $r++) {
     $order = $r % 2 === 0 ? $variants : array_reverse($variants, true);
     $rates = [];
+    $cpuRates = [];
     foreach ($order as $name => $run) {
         $start = hrtime(true);
+        $used = cpu_seconds();
         $run($txns, $seq);
         $rates[$name] = $txns / ((hrtime(true) - $start) / 1e9);
+        $cpuRates[$name] = $txns / max(cpu_seconds() - $used, 1e-6);
         $seq += $txns;
     }
     $results[] = $rates;
+    $cpuResults[] = $cpuRates;
 }
 echo json_encode([
     'host' => 'php-' . $driver,
     'php' => PHP_VERSION,
     'sqlite' => SQLite3::version()['versionString'],
     'rounds' => $results,
+    'cpu_rounds' => $cpuResults,
 ]), "\n";
