@@ -892,8 +892,6 @@ impl PageRef {
     }
 }
 
-/// Waits for the turn through the page; falls back to polling when the
-/// page has no free slot.
 /// Within its slice a writer takes the lock straight back if it is free,
 /// without waiting: true when it did.
 pub(crate) fn take_back_in_slice(lock_fd: i32, page: PageRef) -> bool {
@@ -904,6 +902,8 @@ pub(crate) fn take_back_in_slice(lock_fd: i32, page: PageRef) -> bool {
     false
 }
 
+/// Waits for the turn through the page; falls back to polling when the
+/// page has no free slot.
 pub(crate) fn wait_for_turn(
     view: &FilesView,
     page: PageRef,
