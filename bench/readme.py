@@ -110,6 +110,16 @@ def target(results, what, mode):
     return "; ".join(found)
 
 
+def target_named(results, names, mode):
+    """`target` under the first of `names` the results file has (a target renamed since)."""
+    for name in names[:-1]:
+        try:
+            return target(results, name, mode)
+        except Missing:
+            pass
+    return target(results, names[-1], mode)
+
+
 def targets(results, whats, mode):
     return "; ".join(target(results, w, mode) for w in whats)
 
@@ -192,7 +202,14 @@ def sqlite_block(r):
         f"one-row WAL transactions, {top} processes, alternated rounds: each {alt['duration_s']:.0f} s run "
         f"÷ the serial runs just before and after it, median of {rounds}",
         [alt_cell(m) for m, _ in SQLITE_MODES],
-        target(r, f"S3 {top} writers ÷ serial runs just before and after (alternated, median)", "queue-handoff"),
+        target_named(
+            r,
+            [
+                f"S3 {top} writers alternated: ÷ serial runs just before and after (median)",
+                f"S3 {top} writers ÷ serial runs just before and after (alternated, median)",
+            ],
+            "queue-handoff",
+        ),
     )
     row(
         f"one-row WAL transactions, {top} processes, one {s3['duration_s']:.0f} s run each (not the alternated runs): "
@@ -418,8 +435,85 @@ def pg_block(r):
     return "\n".join(lines)
 
 
+HOST_ORDER = ["rust", "c", "python", "php-sqlite3", "php-pdo"]
+
+
+def hosts_block(r):
+    """The host table: one writer by hand against the queue in every host, and the
+    16-writer figures from Rust and from Python."""
+    s = r["scenarios"]
+    hosts = s.get("s9_hosts")
+    if hosts is None:
+        return (
+            "These results predate the host scenario (scenario 9 of `make bench`): "
+            "the next full run records it here."
+        )
+    goal = hosts["goal"]
+    out = [
+        f"One process, one connection, a one-row `INSERT` per transaction; "
+        f"{count(hosts['transactions_per_round'])} transactions per variant in each of "
+        f"{hosts['rounds']} alternated rounds, the queue's rate divided by the hand-written "
+        f"rate of the same round (median); by CPU time: the same with each variant's rate per "
+        f"second of the process's own CPU time, which other work on the machine disturbs less.",
+        "",
+        "| host | written as | tx/s (median) | ÷ by hand, median | goal ≥ " + f"{goal:.2f}" + " | by CPU time ÷ by hand |",
+        "|---|---|---|---|---|---|",
+    ]
+    by_name = {h["host"]: h for h in hosts["hosts"]}
+    for name in HOST_ORDER + [n for n in by_name if n not in HOST_ORDER]:
+        h = by_name.get(name)
+        if h is None:
+            continue
+        if "not_measured" in h:
+            out.append(f"| {h['label']} | | not measured | | | |")
+            continue
+        hand = sorted(h["hand_commits_per_s"])
+        out.append(
+            f"| {h['label']} | by hand: `{h['hand_label']}` | {count(hand[len(hand) // 2])} | 1 | | 1 |"
+        )
+        for v in h["variants"]:
+            q = sorted(v["commits_per_s"])
+            m = v["median_ratio"]
+            cpu = f"{v['cpu_median_ratio']:.2f}" if "cpu_median_ratio" in v else "—"
+            out.append(
+                f"| | queue: `{v['label']}` | {count(q[len(q) // 2])} | {bold(f'{m:.2f}')} | "
+                f"{'met' if m >= goal else 'missed'} | {cpu} |"
+            )
+    alt = s.get("s3_alternated", {})
+    py_rows = [row for row in alt.get("rows", []) if row.get("python")]
+    rust_rows = [row for row in alt.get("rows", []) if row.get("mode") == "queue-handoff" and not row.get("python")]
+    if py_rows and rust_rows and "longest_wait_ms" in rust_rows[0]:
+        top = alt["writers"]
+        out += [
+            "",
+            f"{top} writers through the queue, alternated with one process writing by hand in the "
+            f"same language ({len(rust_rows[0]['ratios'])} rounds of {alt['duration_s']:.0f} s):",
+            "",
+            "| writers | ÷ serial, median | per round | longest wait | worst per-writer spread | goals |",
+            "|---|---|---|---|---|---|",
+        ]
+        for label, row in (("Rust", rust_rows[0]), ("Python", py_rows[0])):
+            mode = "python queue-handoff" if row.get("python") else "queue-handoff"
+            goals = targets(
+                r,
+                [
+                    f"S3 {top} writers alternated: ÷ serial runs just before and after (median)",
+                    f"S3 {top} writers alternated: longest wait",
+                    f"S3 {top} writers alternated: worst commit count from mean",
+                ],
+                mode,
+            )
+            out.append(
+                f"| {label} | {bold(fraction(row['median']))} | "
+                + " · ".join(fraction(x) for x in row["ratios"])
+                + f" | {ms(row['longest_wait_ms'])} | {pct(row['worst_spread'])} | {goals} |"
+            )
+    return "\n".join(out)
+
+
 BLOCKS = {
     "run": lambda r, f: run_line(r, f),
+    "hosts": lambda r, f: hosts_block(r),
     "sqlite": lambda r, f: sqlite_block(r),
     "sqlite-facts": lambda r, f: sqlite_facts(r),
     "postgres": lambda r, f: pg_block(r),

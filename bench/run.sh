@@ -19,9 +19,17 @@ if [[ -z "${TEST_DATABASE_URL:-}" ]]; then
 fi
 cd "$root"
 "${CARGO:-cargo}" build --release -p writerlock-bench -p writerlock-c
+# The host scenario's PHP rows load the extension built here (php8.2-dev provides php-config).
+if command -v php-config >/dev/null 2>&1; then
+    "${CARGO:-cargo}" build --release -p writerlock-php ||
+        echo "bench: building the PHP extension failed; its rows will say not measured" >&2
+else
+    echo "bench: php-config is missing (apt-get install php8.2-dev); the PHP rows will say not measured" >&2
+fi
 target_dir="${CARGO_TARGET_DIR:-$root/target}"
-# The Postgres scenario runs psycopg 3 and the writerlock Python module from the
-# project virtualenv (make deps): install this checkout's module there, optimised.
+# The Postgres scenario, the host scenario and the Python 16-writer runs use the writerlock
+# Python module from the project virtualenv (make deps): install this checkout's module
+# there, optimised.
 venv="${VENV:-$root/.venv}"
 if [[ -x "$venv/bin/maturin" ]]; then
     wheels="$(mktemp -d /tmp/writerlock-bench-wheels.XXXXXX)"

@@ -892,6 +892,16 @@ impl PageRef {
     }
 }
 
+/// Within its slice a writer takes the lock straight back if it is free,
+/// without waiting: true when it did.
+pub(crate) fn take_back_in_slice(lock_fd: i32, page: PageRef) -> bool {
+    if let Ok(Flock::Taken) = try_flock(lock_fd, LockMode::Exclusive) {
+        page.note_acquired(false);
+        return true;
+    }
+    false
+}
+
 /// Waits for the turn through the page; falls back to polling when the
 /// page has no free slot.
 pub(crate) fn wait_for_turn(
@@ -901,11 +911,8 @@ pub(crate) fn wait_for_turn(
     in_slice: bool,
 ) -> Result<bool, Gave> {
     // Within its slice a writer takes the lock straight back if it is free.
-    if in_slice {
-        if let Ok(Flock::Taken) = try_flock(view.lock_fd, LockMode::Exclusive) {
-            page.note_acquired(false);
-            return Ok(true);
-        }
+    if in_slice && take_back_in_slice(view.lock_fd, page) {
+        return Ok(true);
     }
     // A page-aware writer is on the page for as long as it holds the queue
     // file (it joins the page first and leaves it last), so writers in the

@@ -454,21 +454,17 @@ impl LockFile {
     /// the file (`rm`) or renamed another over it: a `flock()` on this
     /// descriptor then excludes nobody who opens the path now.
     pub fn is_current(&self) -> bool {
-        // SAFETY: fstat/lstat into zeroed structs; results checked.
-        let mut open: libc::stat = unsafe { std::mem::zeroed() };
-        if unsafe { libc::fstat(self.fd, &mut open) } != 0 {
-            // A descriptor closed behind the queue's back: not replaced by
-            // an operator; the `flock()` on it reports the error.
-            return true;
-        }
-        if open.st_nlink == 0 {
-            return false;
-        }
+        // One lstat() of the path against the identity fstat() read at open: the descriptor
+        // keeps its inode alive, so no other file can take its number meanwhile, and a path
+        // that names it means the file still has that link. (A descriptor closed behind the
+        // queue's back still compares as the file it was; the `flock()` on it reports the
+        // error.)
+        // SAFETY: lstat into a zeroed struct; result checked.
         let mut named: libc::stat = unsafe { std::mem::zeroed() };
         if unsafe { libc::lstat(self.c_path.as_ptr(), &mut named) } != 0 {
             return false;
         }
-        named.st_dev == open.st_dev && named.st_ino == open.st_ino
+        (named.st_dev, named.st_ino) == self.id
     }
 
     /// The raw descriptor.

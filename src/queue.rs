@@ -585,25 +585,27 @@ impl WriterQueue {
             st
         };
         loop {
-            let (view, page, in_slice) = match self.prepare_files(st, kind, deadline) {
-                Ok(prepared) => prepared,
+            let outcome = match self.prepare_files(st, kind, deadline) {
+                Ok(Prepared::TakenBack) => Ok(true),
+                Ok(Prepared::Wait(view, page)) => {
+                    // A panic inside the wait (a host's interrupt check) must not leave
+                    // the handle owned by a wait that no longer runs.
+                    let unwinding = ResetOnUnwind {
+                        queue: self,
+                        lock_fd: view.lock_fd,
+                    };
+                    let outcome = match page {
+                        Some(page) => crate::handoff::wait_for_turn(&view, page, deadline, false),
+                        None => crate::polling::wait_for_turn(&view, deadline).map(|()| false),
+                    };
+                    std::mem::forget(unwinding);
+                    outcome
+                }
                 Err(err) => {
                     self.give_up_ownership();
                     return Err(err);
                 }
             };
-
-            // A panic inside the wait (a host's interrupt check) must not leave
-            // the handle owned by a wait that no longer runs.
-            let unwinding = ResetOnUnwind {
-                queue: self,
-                lock_fd: view.lock_fd,
-            };
-            let outcome = match page {
-                Some(page) => crate::handoff::wait_for_turn(&view, page, deadline, in_slice),
-                None => crate::polling::wait_for_turn(&view, deadline).map(|()| false),
-            };
-            std::mem::forget(unwinding);
 
             st = self.state();
             let gave = match outcome {
@@ -674,13 +676,26 @@ impl WriterQueue {
 
     /// With the handle owned by the calling thread: opens the lock files if
     /// none are open (or the open ones are no longer the files at their
-    /// paths) and maps the hand-off page, and returns what the wait needs.
+    /// paths) and maps the hand-off page, and returns what the wait needs;
+    /// within a hand-off slice, takes the lock straight back first if it is
+    /// free ([`Prepared::TakenBack`]).
     fn prepare_files<'q>(
         &'q self,
         mut st: MutexGuard<'q, State>,
         kind: BusyKind,
         deadline: &Deadline,
-    ) -> Result<(FilesView, Option<crate::handoff::PageRef>, bool)> {
+    ) -> Result<Prepared> {
+        // Within a hand-off slice the lock is first taken straight back if it is free, before
+        // the files are checked: the check after the lock is taken (confirm_turn) is the one
+        // that keeps writers apart, and this one, which spares a wait on files no longer at
+        // their paths, is then needed only by a turn that waits.
+        if st.slice_open() {
+            if let (Some(files), Some(page)) = (st.files.as_ref(), st.page.as_ref()) {
+                if crate::handoff::take_back_in_slice(files.lock.fd(), page.as_ref()) {
+                    return Ok(Prepared::TakenBack);
+                }
+            }
+        }
         if st.files.as_ref().is_some_and(|f| !f.are_current()) {
             // Removed or replaced by an operator since the last turn: the
             // descriptors exclude nobody who opens the paths now.
@@ -713,7 +728,8 @@ impl WriterQueue {
             queue_fd: files.queue.fd(),
         };
         let page = st.page.as_ref().map(|p| p.as_ref());
-        Ok((view, page, st.slice_open()))
+        // A slice's straight-back try was made above.
+        Ok(Prepared::Wait(view, page))
     }
 
     /// Checks that `conn` writes this queue's database, waits for the turn
@@ -908,6 +924,14 @@ impl WriterQueue {
             }
         }
     }
+}
+
+/// What a turn's wait starts from ([`WriterQueue::prepare_files`]).
+enum Prepared {
+    /// Within its hand-off slice the writer took the lock straight back (to be confirmed).
+    TakenBack,
+    /// The files to wait on, and the hand-off page where there is one.
+    Wait(FilesView, Option<crate::handoff::PageRef>),
 }
 
 /// What the lock file's `flock()`, just taken, turned out to be.

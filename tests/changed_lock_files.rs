@@ -180,6 +180,50 @@ fn a_long_lived_handle_excludes_at_its_next_turn() {
     }
 }
 
+/// A handle whose hand-off slice is still open (its last turn given back microseconds ago)
+/// takes its next turn without waiting first: the lock file replaced in between, and the
+/// new file held by a writer that only `flock()`s it, that next turn must wait for that
+/// writer (and say busy when its limit runs out), never enter on the old file.
+fn a_handle_within_its_slice_notices_a_replaced_lock_file() {
+    use std::os::unix::io::AsRawFd;
+    for strategy in STRATEGIES {
+        for how in CHANGES {
+            let case = format!("{strategy:?}, {how:?}");
+            let db = Db::new();
+            let queue = WriterQueue::with_strategy(&db.path, strategy);
+            let short = Wait::statement(Duration::from_millis(300));
+            queue
+                .take(BusyKind::Statement, &short)
+                .expect("a first turn");
+            assert!(matches!(queue.release(), Ok(true)), "{case}");
+            // Within the slice (2 ms): replace the lock file, and lock the new one as a
+            // writer that knows only the lock file would.
+            change(&lock_path(&db.path), how);
+            let new = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(lock_path(&db.path))
+                .expect("open the new lock file");
+            // SAFETY: flock() on a descriptor this test owns.
+            assert_eq!(unsafe { libc::flock(new.as_raw_fd(), libc::LOCK_EX) }, 0);
+            let started = Instant::now();
+            let got = queue.take(BusyKind::Statement, &short);
+            assert!(
+                matches!(got, Err(writerlock::Error::Busy(_))),
+                "{case}: entered on the old lock file while the new one was held: {got:?}"
+            );
+            assert!(started.elapsed() >= Duration::from_millis(250), "{case}");
+            drop(new);
+            queue
+                .take(BusyKind::Statement, &short)
+                .unwrap_or_else(|e| panic!("{case}: the free new lock file: {e}"));
+            assert!(matches!(queue.release(), Ok(true)), "{case}");
+        }
+    }
+}
+
 /// Whether a process with `pid` holds a shared `flock()` on the file at `path`.
 fn waits_on(path: &Path, pid: libc::pid_t) -> bool {
     file_locks(path)
@@ -257,6 +301,10 @@ fn main() {
         (
             "a_long_lived_handle_waits_on_the_new_queue_file",
             a_long_lived_handle_waits_on_the_new_queue_file,
+        ),
+        (
+            "a_handle_within_its_slice_notices_a_replaced_lock_file",
+            a_handle_within_its_slice_notices_a_replaced_lock_file,
         ),
     ]);
 }

@@ -179,7 +179,31 @@ impl Target {
         }
     }
 
-    /// A target this run did not measure (QUICK, or no Postgres).
+    /// A target this run left out on purpose (a QUICK run skips it by
+    /// design): reported, but not a failure of the run.
+    pub fn omitted(what: &str, mode: &str, goal: &str, why: &str) -> Target {
+        Target {
+            what: what.into(),
+            mode: mode.into(),
+            goal: goal.into(),
+            measured: "-".into(),
+            met: None,
+            distance: format!("left out: {why}"),
+        }
+    }
+
+    /// Whether this run left the figure out on purpose ([`Target::omitted`]).
+    pub fn is_left_out(&self) -> bool {
+        self.met.is_none() && self.distance.starts_with("left out")
+    }
+
+    /// Whether the figure could not be measured ([`Target::skipped`]): the
+    /// run is then incomplete and fails.
+    pub fn not_measured(&self) -> bool {
+        self.met.is_none() && self.distance.starts_with("not measured")
+    }
+
+    /// A target this run could not measure (no Postgres, a host missing).
     pub fn skipped(what: &str, mode: &str, goal: &str, why: &str) -> Target {
         Target {
             what: what.into(),

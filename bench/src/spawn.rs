@@ -147,8 +147,26 @@ pub fn run(configs: &[Config]) -> Result<Run> {
     let exe = std::env::current_exe().map_err(|e| BenchError::io("finding this binary", e))?;
     let mut procs: Vec<Proc> = Vec::with_capacity(configs.len());
     for cfg in configs {
-        let spawned = Command::new(&exe)
-            .arg("worker")
+        let mut command = if cfg.python {
+            let python = match crate::hosts::python() {
+                Ok(p) => p,
+                Err(why) => {
+                    kill_all(&mut procs);
+                    return Err(BenchError::Worker {
+                        id: cfg.id,
+                        message: format!("cannot start a Python worker: {why}"),
+                    });
+                }
+            };
+            let mut c = Command::new(python);
+            c.arg(crate::hosts::bench_dir().join("hosts/py_worker.py"));
+            c
+        } else {
+            let mut c = Command::new(&exe);
+            c.arg("worker");
+            c
+        };
+        let spawned = command
             .arg(cfg.to_json())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

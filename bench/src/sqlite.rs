@@ -16,6 +16,12 @@ use crate::worker::{Config, Mode, Shape};
 
 /// The modes every scenario compares, baselines first.
 const COMPARED: [Mode; 4] = [Mode::Deferred, Mode::Immediate, Mode::Poll, Mode::Handoff];
+/// 16 writers through the queue: at least this fraction of the serial rate.
+const ALTERNATED_GOAL: f64 = 0.90;
+/// 16 writers: the longest wait at most this long (ns).
+const LONGEST_WAIT_GOAL: f64 = 25e6;
+/// 16 writers: every writer's commit count within this many percent of the mean.
+const SPREAD_GOAL: f64 = 5.0;
 /// The queue's two strategies.
 const QUEUE: [Mode; 2] = [Mode::Poll, Mode::Handoff];
 
@@ -31,6 +37,8 @@ pub struct Sqlite<'r> {
     s3_top: Vec<(Mode, Run, i64)>,
     top_writers: usize,
     s3_writers: Vec<usize>,
+    /// Where the run's outputs (and the host programs it builds) go.
+    out: PathBuf,
 }
 
 /// Workers of `mode` that write for `dur`.
@@ -107,7 +115,21 @@ impl<'r> Sqlite<'r> {
             s3_top: Vec::new(),
             top_writers: 16,
             s3_writers: vec![1, 2, 4, 8, 16],
+            out: PathBuf::from("target/bench"),
         }
+    }
+
+    /// Where the run's outputs go.
+    pub fn set_out(&mut self, out: &Path) {
+        self.out = out.to_path_buf();
+    }
+
+    /// Scenario 9: one writer from every host, by hand against the queue.
+    pub fn hosts(&mut self) -> Result<()> {
+        let (root, counter) = (&self.root, &mut self.counter);
+        crate::hosts::scenario(self.quick, &self.out, self.report, |label| {
+            fresh_db_at(root, counter, label)
+        })
     }
 
     /// Scenario 3's writer counts.
@@ -121,23 +143,7 @@ impl<'r> Sqlite<'r> {
     }
 
     fn fresh_db(&mut self, label: &str) -> Result<PathBuf> {
-        self.counter += 1;
-        let dir = self.root.join(format!("{:03}-{label}", self.counter));
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| BenchError::io(format!("creating {}", dir.display()), e))?;
-        let db = dir.join("bench.db");
-        let conn = Connection::open(&db)
-            .map_err(|e| BenchError::sqlite(format!("creating {}", db.display()), e))?;
-        conn.execute_batch(
-            "PRAGMA journal_mode=WAL;
-             PRAGMA synchronous=NORMAL;
-             CREATE TABLE t (id INTEGER PRIMARY KEY, writer INTEGER NOT NULL,
-                             seq INTEGER NOT NULL, payload TEXT NOT NULL);
-             CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
-             INSERT INTO counters VALUES ('publish', 0);",
-        )
-        .map_err(|e| BenchError::sqlite("creating the schema", e))?;
-        Ok(db)
+        fresh_db_at(&self.root, &mut self.counter, label)
     }
 
     fn check(db: &Path, run: &Run, rows_per_txn: u32, shape: Shape) -> Result<Check> {
@@ -399,11 +405,11 @@ impl<'r> Sqlite<'r> {
             }
         }
         if self.quick {
-            self.report.targets.push(Target::skipped(
+            self.report.targets.push(Target::omitted(
                 "S2 nothing lost, 256 processes × 3",
                 "queue",
                 "all committed, none lost",
-                "QUICK run",
+                "a QUICK run skips the 256 processes",
             ));
         }
         table.note("Exponential's driver documentation: 192 publishes from 64 processes all completed, where the earlier start lost 6. Wait limit 25 s (busy timeout 25 s for the baselines).");
@@ -531,14 +537,14 @@ impl<'r> Sqlite<'r> {
                             "S3 16 writers longest wait",
                             mode.name(),
                             longest as f64,
-                            50e6,
+                            LONGEST_WAIT_GOAL,
                             dur_f,
                         ));
                         self.report.targets.push(Target::at_most(
                             "S3 16 writers: worst commit count from mean",
                             mode.name(),
                             spread.worst * 100.0,
-                            10.0,
+                            SPREAD_GOAL,
                             |x| format!("{x:.1} %"),
                         ));
                     }
@@ -567,97 +573,218 @@ impl<'r> Sqlite<'r> {
         Ok(())
     }
 
-    /// 16 writers at 0.8 of the serial rate at least.
+    /// 16 writers at [`ALTERNATED_GOAL`] of the serial rate at least.
     fn rate_targets(&mut self, what: &str, mode: Mode, ratio: f64) {
-        self.report
-            .targets
-            .push(Target::at_least(what, mode.name(), ratio, 0.8, fraction));
+        self.report.targets.push(Target::at_least(
+            what,
+            mode.name(),
+            ratio,
+            ALTERNATED_GOAL,
+            fraction,
+        ));
     }
 
     /// Scenario 3, alternated: the machine's speed drifts by a fifth over a
     /// minute on a shared host, so the top writer count is also run in
     /// rounds of serial, hand-off, busy handler, ..., serial, each mode's
     /// rate divided by the mean of the serial runs just before and after it.
+    /// The same rounds run Python writers (bench/hosts/py_worker.py): one
+    /// Python process by hand, and the top writer count through the queue.
     fn s3_alternated(&mut self) -> Result<()> {
         let dur = if self.quick {
             Duration::from_secs(1)
         } else {
             Duration::from_secs(2)
         };
-        let make = |mode: Mode| timed(mode, dur);
         let n = self.top_writers;
         let end = ms(dur);
         let rounds = if self.quick { 2 } else { 4 };
-        let modes = [Mode::Handoff, Mode::Immediate];
-        let mut serial = Vec::new();
-        let mut rates: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
+        let python = crate::hosts::python();
+        // (label, mode, in Python): the Rust lines first, then the Python ones.
+        let mut lines: Vec<(&str, Mode, bool)> = vec![
+            (Mode::Handoff.label(), Mode::Handoff, false),
+            (Mode::Immediate.label(), Mode::Immediate, false),
+        ];
+        if python.is_ok() {
+            lines.push((
+                "Python: queue.begin(conn) … queue.commit(conn)",
+                Mode::Handoff,
+                true,
+            ));
+        }
+        let serial_of = |py: bool| -> Config {
+            let mut c = Config::new(Mode::Immediate, Path::new(""), 0);
+            c.duration = Some(dur);
+            c.python = py;
+            c
+        };
+        let mut serial: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+        let mut rates: Vec<Vec<f64>> = vec![Vec::new(); lines.len()];
+        let mut longest: Vec<i64> = vec![0; lines.len()];
+        let mut spread: Vec<f64> = vec![0.0; lines.len()];
+        let mut failed: Vec<usize> = vec![0; lines.len()];
         for round in 0..=rounds {
-            let (db, run) = self.run(&format!("s3alt-{round}-serial"), 1, make(Mode::Immediate))?;
-            Self::done(&db);
-            serial.push(run.committed(Some(end)) as f64 / dur.as_secs_f64());
+            for py in [false, true] {
+                if py && python.is_err() {
+                    continue;
+                }
+                let base = serial_of(py);
+                let label = format!("s3alt-{round}-serial{}", if py { "-py" } else { "" });
+                let (db, run) = self.run(&label, 1, |i, db| {
+                    let mut c = base.clone();
+                    c.db = db.to_path_buf();
+                    c.id = i;
+                    c
+                })?;
+                Self::done(&db);
+                serial[usize::from(py)].push(run.committed(Some(end)) as f64 / dur.as_secs_f64());
+            }
             if round == rounds {
                 break;
             }
-            for (k, mode) in modes.iter().enumerate() {
-                let (db, run) =
-                    self.run(&format!("s3alt-{round}-{}", mode.name()), n, make(*mode))?;
+            for (k, &(_, mode, py)) in lines.iter().enumerate() {
+                let label = format!(
+                    "s3alt-{round}-{}{}",
+                    mode.name(),
+                    if py { "-py" } else { "" }
+                );
+                let (db, run) = self.run(&label, n, |i, db| {
+                    let mut c = Config::new(mode, db, i);
+                    c.duration = Some(dur);
+                    c.python = py;
+                    c
+                })?;
                 Self::check(&db, &run, 1, Shape::Insert)?;
                 Self::done(&db);
                 rates[k].push(run.committed(Some(end)) as f64 / dur.as_secs_f64());
+                longest[k] = longest[k].max(run.longest_wait());
+                spread[k] = spread[k].max(Spread::of(&run.per_writer(Some(end))).worst);
+                failed[k] += run.failed();
             }
         }
         let mut table = Table::new(
             format!(
-                "Scenario 3, alternated: {n} writers, {rounds} rounds of {} s, each run divided by the mean of the serial runs just before and after it",
+                "Scenario 3, alternated: {n} writers, {rounds} rounds of {} s, each run divided by the mean of the serial runs (one process by hand, same language) just before and after it",
                 dur.as_secs()
             ),
-            &["mode", "÷ serial runs just before and after, per round", "median", "commits/s per round"],
+            &[
+                "mode",
+                "÷ serial runs just before and after, per round",
+                "median",
+                "commits/s per round",
+                "longest wait (all rounds)",
+                "worst per-writer spread",
+            ],
         );
         let mut json_rows = Vec::new();
-        for (k, mode) in modes.iter().enumerate() {
+        for (k, &(label, mode, py)) in lines.iter().enumerate() {
+            let base = &serial[usize::from(py)];
             let ratios: Vec<f64> = (0..rounds)
-                .map(|r| rates[k][r] / ((serial[r] + serial[r + 1]) / 2.0))
+                .map(|r| rates[k][r] / ((base[r] + base[r + 1]) / 2.0))
                 .collect();
-            let mut sorted = ratios.clone();
-            sorted.sort_by(f64::total_cmp);
-            let median = if sorted.len() % 2 == 1 {
-                sorted[sorted.len() / 2]
-            } else {
-                (sorted[sorted.len() / 2 - 1] + sorted[sorted.len() / 2]) / 2.0
-            };
+            let median = crate::hosts::median(&ratios);
             let list = |v: &[f64], f: &dyn Fn(f64) -> String| {
                 v.iter().map(|&x| f(x)).collect::<Vec<_>>().join(" · ")
             };
             table.row(vec![
-                mode.label().into(),
+                label.into(),
                 list(&ratios, &fraction),
                 fraction(median),
                 list(&rates[k], &|x| format!("{x:.0}")),
+                human(longest[k]),
+                format!("{:.1} %", spread[k] * 100.0),
             ]);
-            json_rows.push(json!({"mode": mode.name(), "ratios": ratios, "median": median, "commits_per_s": rates[k]}));
-            if *mode == Mode::Handoff {
-                self.rate_targets(
-                    "S3 16 writers ÷ serial runs just before and after (alternated, median)",
-                    *mode,
+            json_rows.push(json!({
+                "mode": mode.name(),
+                "python": py,
+                "ratios": ratios,
+                "median": median,
+                "commits_per_s": rates[k],
+                "longest_wait_ms": longest[k] as f64 / 1e6,
+                "worst_spread": spread[k],
+                "failed": failed[k],
+            }));
+            if mode == Mode::Handoff {
+                let who = if py {
+                    "python queue-handoff"
+                } else {
+                    mode.name()
+                };
+                let what = |w: &str| format!("S3 {n} writers alternated: {w}");
+                self.report.targets.push(Target::at_least(
+                    &what("÷ serial runs just before and after (median)"),
+                    who,
                     median,
-                );
+                    ALTERNATED_GOAL,
+                    fraction,
+                ));
+                self.report.targets.push(Target::at_most(
+                    &what("longest wait"),
+                    who,
+                    longest[k] as f64,
+                    LONGEST_WAIT_GOAL,
+                    dur_f,
+                ));
+                self.report.targets.push(Target::at_most(
+                    &what("worst commit count from mean"),
+                    who,
+                    spread[k] * 100.0,
+                    SPREAD_GOAL,
+                    |x| format!("{x:.1} %"),
+                ));
             }
         }
-        table.row(vec![
-            "serial: one process alone, no queue".into(),
-            String::new(),
-            String::new(),
-            serial
-                .iter()
-                .map(|x| format!("{x:.0}"))
-                .collect::<Vec<_>>()
-                .join(" · "),
-        ]);
-        table.note("The serial rate is measured seconds before and after each run it divides, so drift of the machine's speed (visible in the serial column) cancels out; the table above divides by the best serial run of the whole scenario instead, which such drift makes stricter.");
+        if let Err(why) = &python {
+            for what in [
+                "÷ serial runs just before and after (median)",
+                "longest wait",
+                "worst commit count from mean",
+            ] {
+                self.report.targets.push(Target::skipped(
+                    &format!("S3 {n} writers alternated: {what}"),
+                    "python queue-handoff",
+                    "see the Rust row",
+                    why,
+                ));
+            }
+        }
+        for (py, base) in serial.iter().enumerate() {
+            if base.is_empty() {
+                continue;
+            }
+            table.row(vec![
+                if py == 1 {
+                    "serial: one Python process by hand (BEGIN IMMEDIATE … COMMIT)"
+                } else {
+                    "serial: one process alone, no queue"
+                }
+                .into(),
+                String::new(),
+                String::new(),
+                base.iter()
+                    .map(|x| format!("{x:.0}"))
+                    .collect::<Vec<_>>()
+                    .join(" · "),
+                String::new(),
+                String::new(),
+            ]);
+        }
+        table.note("The serial rate is measured seconds before and after each run it divides, so drift of the machine's speed (visible in the serial column) cancels out; the table above divides by the best serial run of the whole scenario instead, which such drift makes stricter. Python runs are divided by one Python process writing by hand.");
+        table.note(format!(
+            "Goals for the hand-off: ≥ {ALTERNATED_GOAL:.2} × serial (median), longest wait ≤ {}, every writer within {SPREAD_GOAL:.0} % of the mean commit count, from Rust and from Python.",
+            human(LONGEST_WAIT_GOAL as i64)
+        ));
         self.report.table(table);
         self.report.record(
             "s3_alternated",
-            json!({"writers": n, "duration_s": dur.as_secs_f64(), "serial_commits_per_s": serial, "rows": json_rows}),
+            json!({
+                "writers": n,
+                "duration_s": dur.as_secs_f64(),
+                "serial_commits_per_s": serial[0],
+                "python_serial_commits_per_s": serial[1],
+                "python": python.as_ref().err(),
+                "rows": json_rows,
+            }),
         );
         Ok(())
     }
@@ -1021,6 +1148,27 @@ impl<'r> Sqlite<'r> {
         ));
         Ok(())
     }
+}
+
+/// A fresh WAL database with the bench's schema, in its own directory under `root`.
+fn fresh_db_at(root: &Path, counter: &mut usize, label: &str) -> Result<PathBuf> {
+    *counter += 1;
+    let dir = root.join(format!("{:03}-{label}", *counter));
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| BenchError::io(format!("creating {}", dir.display()), e))?;
+    let db = dir.join("bench.db");
+    let conn = Connection::open(&db)
+        .map_err(|e| BenchError::sqlite(format!("creating {}", db.display()), e))?;
+    conn.execute_batch(
+        "PRAGMA journal_mode=WAL;
+         PRAGMA synchronous=NORMAL;
+         CREATE TABLE t (id INTEGER PRIMARY KEY, writer INTEGER NOT NULL,
+                         seq INTEGER NOT NULL, payload TEXT NOT NULL);
+         CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+         INSERT INTO counters VALUES ('publish', 0);",
+    )
+    .map_err(|e| BenchError::sqlite("creating the schema", e))?;
+    Ok(db)
 }
 
 /// A summary of the run's settings for the JSON file.

@@ -112,6 +112,9 @@ pub struct Config {
     pub take_api: bool,
     /// Report the turn intervals too (for the overlap check).
     pub turns: bool,
+    /// Run the worker in Python (bench/hosts/py_worker.py, modes `immediate`
+    /// and `queue-handoff`, timed runs of one-row transactions only).
+    pub python: bool,
 }
 
 impl Config {
@@ -131,6 +134,7 @@ impl Config {
             limit: writerlock::wait::TRANSACTION_WAIT,
             take_api: false,
             turns: false,
+            python: false,
         }
     }
 
@@ -149,6 +153,7 @@ impl Config {
             "limit_ns": self.limit.as_nanos() as u64,
             "take_api": self.take_api,
             "turns": self.turns,
+            "python": self.python,
         })
         .to_string()
     }
@@ -188,6 +193,7 @@ impl Config {
             limit: Duration::from_nanos(u("limit_ns")?),
             take_api: field("take_api")?.as_bool().unwrap_or(false),
             turns: field("turns")?.as_bool().unwrap_or(false),
+            python: v.get("python").and_then(Value::as_bool).unwrap_or(false),
         })
     }
 }
