@@ -6,6 +6,7 @@
 //! a session's mutex (another thread may be using the session), so the interpreter is never
 //! held across the network.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use pyo3::exceptions::PyValueError;
@@ -139,6 +140,8 @@ enum Slot {
 #[pyclass(module = "writerlock._native", name = "PgSession", frozen)]
 pub struct PgSession {
     slot: Mutex<Slot>,
+    /// The serial of the last transaction `execute(begin=True)` opened (0: none).
+    implicit: AtomicU64,
     pid: i32,
     address: String,
 }
@@ -165,7 +168,18 @@ impl PgSession {
             pid: conn.pid(),
             address: conn.address().to_string(),
             slot: Mutex::new(Slot::Open(Box::new(conn))),
+            implicit: AtomicU64::new(0),
         }
+    }
+
+    /// Opens the implicit transaction when none is open, and remembers it.
+    fn begin_implicit(&self, c: &mut Connection) -> Result<(), pg::Error> {
+        if !c.in_transaction() {
+            c.begin()?;
+            self.implicit
+                .store(c.transaction_serial(), Ordering::Relaxed);
+        }
+        Ok(())
     }
 
     fn slot(&self) -> MutexGuard<'_, Slot> {
@@ -217,14 +231,17 @@ impl PgSession {
     /// rowcount)` where `description` is `None` for a statement without result columns.
     ///
     /// With `within`, the statement runs only while the transaction numbered `within` (see
-    /// `transaction_serial`) is still open; otherwise it fails and nothing runs.
-    #[pyo3(signature = (sql, params = None, within = None))]
+    /// `transaction_serial`) is still open; otherwise it fails and nothing runs. With
+    /// `begin`, a transaction is opened first when none is open (the connection's implicit
+    /// transaction, PEP 249's default).
+    #[pyo3(signature = (sql, params = None, within = None, begin = false))]
     fn execute<'py>(
         &self,
         py: Python<'py>,
         sql: &str,
         params: Option<&Bound<'py, PyAny>>,
         within: Option<u64>,
+        begin: bool,
     ) -> PyResult<Described<'py>> {
         let values = to_values(params)?;
         let rows = self.with(py, |c| {
@@ -232,6 +249,9 @@ impl PgSession {
                 if !c.in_transaction_serial(serial) {
                     return Err(pg::Error::WriteEnded);
                 }
+            }
+            if begin {
+                self.begin_implicit(c)?;
             }
             c.execute(sql, &values)
         })?;
@@ -267,16 +287,60 @@ impl PgSession {
     }
 
     /// Runs a script of statements without parameters (the simple query protocol); with
-    /// `within`, only inside that transaction (see `execute`).
-    #[pyo3(signature = (sql, within = None))]
-    fn execute_batch(&self, py: Python<'_>, sql: &str, within: Option<u64>) -> PyResult<()> {
+    /// `within`, only inside that transaction, with `begin`, inside the implicit
+    /// transaction (see `execute`).
+    #[pyo3(signature = (sql, within = None, begin = false))]
+    fn execute_batch(
+        &self,
+        py: Python<'_>,
+        sql: &str,
+        within: Option<u64>,
+        begin: bool,
+    ) -> PyResult<()> {
         self.with(py, |c| {
             if let Some(serial) = within {
                 if !c.in_transaction_serial(serial) {
                     return Err(pg::Error::WriteEnded);
                 }
             }
+            if begin {
+                self.begin_implicit(c)?;
+            }
             c.execute_batch(sql)
+        })
+    }
+
+    /// Makes way for a write's transaction, whose first statement must be the writer lock:
+    /// an implicit transaction (opened by `execute(begin=True)`) that wrote nothing (the
+    /// server assigned it no transaction id) is rolled back, losing nothing. Returns `False`
+    /// when the open implicit transaction has uncommitted changes (left as they are), `True`
+    /// otherwise.
+    fn release_for_write(&self, py: Python<'_>) -> PyResult<bool> {
+        self.with(py, |c| {
+            let serial = self.implicit.load(Ordering::Relaxed);
+            if serial == 0 || !c.in_transaction_serial(serial) {
+                return Ok(true);
+            }
+            let rows = c.execute("SELECT txid_current_if_assigned() IS NULL", &[])?;
+            let read_only = rows
+                .first()
+                .and_then(|r| r.get(0))
+                .and_then(pg::Value::as_bool)
+                .unwrap_or(false);
+            if read_only {
+                c.rollback()?;
+            }
+            Ok(read_only)
+        })
+    }
+
+    /// Whether the open transaction is the implicit one `execute(begin=True)` opened.
+    #[getter]
+    fn in_implicit_transaction(&self, py: Python<'_>) -> bool {
+        let serial = self.implicit.load(Ordering::Relaxed);
+        py.detach(|| match &*self.slot() {
+            Slot::Open(conn) => serial != 0 && conn.in_transaction_serial(serial),
+            Slot::Gone(_) => false,
         })
     }
 

@@ -44,6 +44,7 @@ import contextlib
 import datetime
 import re
 import time
+import zoneinfo
 from dataclasses import dataclass
 from typing import (
     Literal,
@@ -86,6 +87,8 @@ __all__ = [
     "threadsafety",
     "paramstyle",
     "Binary",
+    "Json",
+    "Jsonb",
     "Date",
     "Time",
     "Timestamp",
@@ -244,6 +247,45 @@ DATETIME = DBAPITypeObject("DATETIME", "date", "time", "timetz", "timestamp", "t
 ROWID = DBAPITypeObject("ROWID", "oid", "tid")
 
 _INSERT = re.compile(r"\A(?:\s+|--[^\n]*(?:\n|\Z)|/\*.*?\*/)*INSERT\b", re.IGNORECASE | re.DOTALL)
+# Statements whose command tag counts rows (rowcount); the others (DDL, SET...) give -1.
+_COUNTS = re.compile(
+    r"\A(?:\s+|--[^\n]*(?:\n|\Z)|/\*.*?\*/|\()*"
+    r"(?:INSERT|UPDATE|DELETE|MERGE|COPY|MOVE|FETCH|SELECT|WITH|VALUES|TABLE|EXECUTE)\b",
+    re.IGNORECASE | re.DOTALL,
+)
+# Statements that may change the session's TimeZone (read again before the next timestamptz).
+_ZONE_CHANGE = re.compile(r"time\s*zone|\breset\b|\bdiscard\b", re.IGNORECASE)
+_ZONED = frozenset(("timestamptz", "_timestamptz"))
+
+
+class Json:
+    """A value sent as ``json``, as psycopg's ``Json``: ``conn.execute("INSERT INTO t (doc)
+    VALUES (?)", (postgres.Json([1, 2]),))``. A plain ``dict`` goes as JSON without a type
+    (the server takes the column's); a ``list`` goes as an array, so wrap a JSON array."""
+
+    __slots__ = ("obj",)
+    _writerlock_json = 114
+
+    def __init__(self, obj: Any) -> None:
+        self.obj = obj
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.obj!r})"
+
+
+class Jsonb(Json):
+    """A value sent as ``jsonb``, as psycopg's ``Jsonb``."""
+
+    __slots__ = ()
+    _writerlock_json = 3802
+
+
+def _localized(value: Any, zone: datetime.tzinfo) -> Any:
+    if isinstance(value, datetime.datetime):
+        return value.astimezone(zone)
+    if isinstance(value, list):
+        return [_localized(v, zone) for v in value]
+    return value
 
 
 def _pyformat_error(marker: str) -> ProgrammingError:
@@ -391,75 +433,120 @@ class Cursor:
         self.description: Optional[Tuple[Tuple[Any, ...], ...]] = None
         self.rowcount: int = -1
         self.row_factory: Optional[Callable[[Any, Tuple[Any, ...]], Any]] = connection.row_factory
-        self._rows: List[Tuple[Any, ...]] = []
+        self._rows: Optional[List[Tuple[Any, ...]]] = None
         self._pos = 0
+        self._closed = False
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ProgrammingError("the cursor is closed (cursor.close() was called); use a new one")
 
     def execute(self, sql: str, params: Params = (), *, _within: Optional[int] = None) -> "Cursor":
-        """Runs one statement with ``?`` or ``$n`` placeholders."""
+        """Runs one statement with ``?`` or ``$n`` placeholders. Unless the connection is in
+        autocommit mode, a transaction is opened first when none is open."""
+        self._check_open()
         if not isinstance(sql, str):
             raise TypeError(f"sql must be a str, not {type(sql).__name__}")
         _check_placeholders(sql, params)
+        conn = self.connection
+        begin = _within is None and not conn._autocommit
         try:
-            description, rows, rowcount = self.connection._session.execute(sql, params, _within)
+            description, rows, affected = conn._session.execute(sql, params, _within, begin)
         except ProgrammingError as err:
             marker = _native.pg_pyformat_marker(sql) if err.sqlstate == "42601" else None
             if marker is not None:
                 raise _pyformat_error(marker) from err
             raise
+        finally:
+            if _ZONE_CHANGE.search(sql):
+                conn._zone = None
+        if description is not None:
+            zoned = [i for i, d in enumerate(description) if d[1] in _ZONED]
+            if zoned and rows:
+                zone = conn._session_zone()
+                rows = [
+                    tuple(_localized(v, zone) if i in zoned else v for i, v in enumerate(row))
+                    for row in rows
+                ]
+            self._rows = rows
+            self.rowcount = len(rows)
+        else:
+            self._rows = None
+            self.rowcount = affected if _COUNTS.match(sql) else -1
         self.lastrowid = _lastrowid(sql, description, rows)
         self.description = description
-        self._rows = rows
         self._pos = 0
-        self.rowcount = rowcount
         return self
 
     def executemany(
         self, sql: str, seq_of_params: Iterable[Params], *, _within: Optional[int] = None
     ) -> "Cursor":
-        """Runs one statement once per parameter sequence; ``rowcount`` is the sum."""
+        """Runs one statement once per parameter sequence; ``rowcount`` is the sum (-1 when
+        the statement counts no rows)."""
         total = 0
         for params in seq_of_params:
             self.execute(sql, params, _within=_within)
-            total += max(self.rowcount, 0)
+            total = -1 if self.rowcount < 0 or total < 0 else total + self.rowcount
         self.rowcount = total
         return self
 
     def _make(self, row: Tuple[Any, ...]) -> Any:
         return row if self.row_factory is None else self.row_factory(self, row)
 
+    def _result(self) -> List[Tuple[Any, ...]]:
+        self._check_open()
+        if self._rows is None:
+            raise ProgrammingError(
+                "there is no result to fetch: the last statement returned no rows (only a "
+                "statement that returns rows, such as SELECT or ... RETURNING, has a result), "
+                "or none ran on this cursor yet"
+            )
+        return self._rows
+
     def fetchone(self) -> Any:
-        """The next row, or ``None``."""
-        if self._pos >= len(self._rows):
+        """The next row, or ``None`` when there are no more."""
+        rows = self._result()
+        if self._pos >= len(rows):
             return None
-        row = self._rows[self._pos]
+        row = rows[self._pos]
         self._pos += 1
         return self._make(row)
 
     def fetchmany(self, size: Optional[int] = None) -> List[Any]:
-        """Up to ``size`` (default ``arraysize``) more rows."""
+        """Up to ``size`` (default ``arraysize``) more rows; a negative ``size`` takes all
+        the remaining rows."""
+        rows = self._result()
         n = self.arraysize if size is None else size
-        rows = self._rows[self._pos : self._pos + n]
-        self._pos += len(rows)
-        return [self._make(r) for r in rows]
+        end = len(rows) if n < 0 else self._pos + n
+        taken = rows[self._pos : end]
+        self._pos += len(taken)
+        return [self._make(r) for r in taken]
 
     def fetchall(self) -> List[Any]:
         """The remaining rows."""
-        rows = self._rows[self._pos :]
-        self._pos = len(self._rows)
-        return [self._make(r) for r in rows]
+        rows = self._result()
+        taken = rows[self._pos :]
+        self._pos = len(rows)
+        return [self._make(r) for r in taken]
 
     def __iter__(self) -> Iterator[Any]:
         return self
 
     def __next__(self) -> Any:
-        if self._pos >= len(self._rows):
+        if self._pos >= len(self._result()):
             raise StopIteration
         return self.fetchone()
 
     def close(self) -> None:
-        """Drops the remaining rows."""
-        self._rows = []
+        """Drops the remaining rows; the cursor cannot be used afterwards."""
+        self._rows = None
         self._pos = 0
+        self._closed = True
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
 
     def setinputsizes(self, sizes: Any) -> None:  # DB-API; nothing to do
         pass
@@ -508,6 +595,13 @@ class Write:
         if self._open:
             raise ProgrammingError("this write is already open; use a new conn.write()")
         session = self.connection._session
+        if not session.release_for_write():
+            raise ProgrammingError(
+                "the connection has uncommitted changes from before this write, and a write's "
+                "first statement must be the writer lock: call conn.commit() or "
+                "conn.rollback() before conn.write() (reads alone are no obstacle)",
+                "25001",
+            )
         waits, floor, refused = session.begin_write()
         self._serial = session.transaction_serial
         self._open = True
@@ -602,16 +696,56 @@ class Connection:
     NotSupportedError = NotSupportedError
 
     def __init__(
-        self, dsn: str, *, version: int = VERSION, required: int = REQUIRED, **options: Any
+        self,
+        dsn: str,
+        *,
+        version: int = VERSION,
+        required: int = REQUIRED,
+        autocommit: bool = False,
+        **options: Any,
     ) -> None:
         settings = _settings(version, required, options)
+        self._autocommit = bool(autocommit)
+        self._zone: Optional[datetime.tzinfo] = None
         self._session = _native.PgSession.connect(_check_dsn(dsn), settings)
 
     @classmethod
-    def _from_session(cls, session: Any) -> "Connection":
+    def _from_session(cls, session: Any, autocommit: bool = False) -> "Connection":
         conn = cls.__new__(cls)
         conn._session = session
+        conn._autocommit = bool(autocommit)
+        conn._zone = None
         return conn
+
+    @property
+    def autocommit(self) -> bool:
+        """Whether each statement commits on its own (``False`` by default, as PEP 249,
+        psycopg 3 and sqlite3 have it: the first statement opens a transaction that lasts
+        until :meth:`commit` or :meth:`rollback`, and :meth:`close` rolls it back). Changing
+        it inside a transaction raises :class:`ProgrammingError`."""
+        return self._autocommit
+
+    @autocommit.setter
+    def autocommit(self, value: bool) -> None:
+        if bool(value) != self._autocommit and self._session.in_transaction:
+            raise ProgrammingError(
+                "autocommit cannot change while a transaction is open: call commit() or "
+                "rollback() first"
+            )
+        self._autocommit = bool(value)
+
+    def _session_zone(self) -> datetime.tzinfo:
+        """The session's ``TimeZone``, read once and again after a statement that may change
+        it; UTC when Python does not know its name."""
+        zone = self._zone
+        if zone is None:
+            name = self._session.show("TimeZone") or "UTC"
+            try:
+                zone = zoneinfo.ZoneInfo(name)
+            except Exception:
+                zone = datetime.timezone.utc
+            self._zone = zone
+        return zone
 
     # statements
 
@@ -631,7 +765,11 @@ class Connection:
         """Runs a script of statements without parameters (DDL, for example)."""
         if not isinstance(sql, str):
             raise TypeError(f"sql must be a str, not {type(sql).__name__}")
-        self._session.execute_batch(sql)
+        try:
+            self._session.execute_batch(sql, None, not self._autocommit)
+        finally:
+            if _ZONE_CHANGE.search(sql):
+                self._zone = None
         return Cursor(self)
 
     # transactions
@@ -648,6 +786,7 @@ class Connection:
 
     def rollback(self) -> None:
         """Rolls back the open transaction; nothing when none is open."""
+        self._zone = None
         self._session.rollback()
 
     def write(
@@ -723,9 +862,17 @@ class Connection:
         return f"<writerlock.postgres.Connection {self.address} {state}>"
 
 
-def connect(dsn: str, *, version: int = VERSION, required: int = REQUIRED, **options: Any) -> Connection:
-    """Opens a :class:`Connection` at ``dsn`` with the writer-session settings."""
-    return Connection(dsn, version=version, required=required, **options)
+def connect(
+    dsn: str,
+    *,
+    version: int = VERSION,
+    required: int = REQUIRED,
+    autocommit: bool = False,
+    **options: Any,
+) -> Connection:
+    """Opens a :class:`Connection` at ``dsn`` with the writer-session settings; with
+    ``autocommit=True`` each statement commits on its own."""
+    return Connection(dsn, version=version, required=required, autocommit=autocommit, **options)
 
 
 class Pool:
@@ -741,14 +888,17 @@ class Pool:
         *,
         version: int = VERSION,
         required: int = REQUIRED,
+        autocommit: bool = False,
         **options: Any,
     ) -> None:
         settings = _settings(version, required, options)
+        self._autocommit = bool(autocommit)
         self._pool = _native.PgPool(_check_dsn(dsn), settings, size)
 
     def take(self) -> Connection:
-        """An idle connection that is still open, or a new one."""
-        return Connection._from_session(self._pool.take())
+        """An idle connection that is still open, or a new one (in autocommit mode when the
+        pool was made with ``autocommit=True``)."""
+        return Connection._from_session(self._pool.take(), self._autocommit)
 
     def give(self, conn: Connection) -> None:
         """Takes ``conn`` back. A connection to another address or with other settings (such

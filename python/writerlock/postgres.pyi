@@ -23,6 +23,8 @@ __all__ = [
     "threadsafety",
     "paramstyle",
     "Binary",
+    "Json",
+    "Jsonb",
     "Date",
     "Time",
     "Timestamp",
@@ -107,6 +109,16 @@ Binary = bytes
 Date = datetime.date
 Time = datetime.time
 Timestamp = datetime.datetime
+
+class Json:
+    """A value sent as ``json`` (a plain ``dict`` goes as JSON too; a ``list`` is an
+    array)."""
+
+    obj: Any
+    def __init__(self, obj: Any) -> None: ...
+
+class Jsonb(Json):
+    """A value sent as ``jsonb``."""
 
 def DateFromTicks(ticks: float) -> datetime.date: ...
 def TimeFromTicks(ticks: float) -> datetime.time: ...
@@ -232,6 +244,8 @@ class Cursor:
     def __iter__(self) -> Iterator[Any]: ...
     def __next__(self) -> Any: ...
     def close(self) -> None: ...
+    @property
+    def closed(self) -> bool: ...
     def setinputsizes(self, sizes: Any) -> None: ...
     def setoutputsize(self, size: Any, column: Any = ...) -> None: ...
 
@@ -271,6 +285,7 @@ class Connection:
         *,
         version: int = ...,
         required: int = ...,
+        autocommit: bool = ...,
         lock_wait: float = ...,
         lock_tries: int = ...,
         idle_in_transaction: float = ...,
@@ -295,6 +310,10 @@ class Connection:
     def check_settings(self) -> List[Tuple[str, str, Optional[str], str]]: ...
     def close(self) -> None: ...
     @property
+    def autocommit(self) -> bool: ...
+    @autocommit.setter
+    def autocommit(self, value: bool) -> None: ...
+    @property
     def in_transaction(self) -> bool: ...
     @property
     def closed(self) -> bool: ...
@@ -310,6 +329,7 @@ def connect(
     *,
     version: int = ...,
     required: int = ...,
+    autocommit: bool = ...,
     lock_wait: float = ...,
     lock_tries: int = ...,
     idle_in_transaction: float = ...,
@@ -330,6 +350,7 @@ class Pool:
         *,
         version: int = ...,
         required: int = ...,
+        autocommit: bool = ...,
         lock_wait: float = ...,
         lock_tries: int = ...,
         idle_in_transaction: float = ...,

@@ -13,7 +13,8 @@
 //! parameters goes as an unnamed statement (Parse, Bind, Describe, Execute and Sync in one
 //! message, one round trip), never as a named prepared statement, so a transaction pooler
 //! that hands each transaction to another server connection runs each statement with its
-//! own parameters.
+//! own parameters. (A statement that may return rows but returned none is described once
+//! more, Parse and Describe only, for its columns; nothing runs twice.)
 
 use std::mem::ManuallyDrop;
 use std::sync::mpsc;
@@ -27,7 +28,7 @@ use postgres::{NoTls, SimpleQueryMessage};
 
 use super::address::{Address, TargetSession};
 use super::error::{describe, Error};
-use super::placeholder::{parameter_count, translate};
+use super::placeholder::{may_return_rows, parameter_count, translate};
 use super::settings::{verify_checks, Settings};
 pub use super::settings::{SettingCheck, SettingStatus};
 use super::socket::{Peer, SessionSocket};
@@ -701,16 +702,9 @@ impl Connection {
                 given: params.len(),
             });
         }
-        // One unnamed statement, one round trip: the parameters go in text format with no
-        // declared type (the server infers each from the statement and converts the text),
-        // except bytes, which go in binary as `bytea`.
-        let typed = params.iter().map(|v| {
-            let ty = match v {
-                Value::Bytes(_) => Type::BYTEA,
-                _ => Type::UNKNOWN,
-            };
-            (v, ty)
-        });
+        // One unnamed statement, one round trip: each parameter declares the type of its
+        // value (see `Value::declared_type`), in text format except bytes.
+        let typed = params.iter().map(|v| (v, v.declared_type()));
         let mut iter = self
             .client
             .query_typed_raw(sql, typed)
@@ -747,8 +741,28 @@ impl Connection {
             return Err(e);
         }
         let affected = iter.rows_affected().unwrap_or(0);
-        let columns = columns.map(|(c, _)| c).unwrap_or_default();
+        drop(iter);
+        let columns = match columns {
+            Some((c, _)) => c,
+            // No row came back: describe the statement (no rows run) for its columns.
+            None if may_return_rows(sql) => self.describe_columns(sql, params)?,
+            None => Vec::new(),
+        };
         Ok(Rows::new(columns, rows, affected))
+    }
+
+    /// The result columns of `sql`, described by the server without running it.
+    fn describe_columns(&mut self, sql: &str, params: &[Value]) -> Result<Vec<Column>, Error> {
+        let types: Vec<Type> = params.iter().map(Value::declared_type).collect();
+        let statement = self
+            .client
+            .prepare_typed(sql, &types)
+            .map_err(Error::from_driver)?;
+        Ok(statement
+            .columns()
+            .iter()
+            .map(|c| Column::new(c.name(), c.type_()))
+            .collect())
     }
 
     /// Runs `sql` (several statements, no parameters) as one simple-query message, one

@@ -52,6 +52,22 @@ pub fn has_placeholders(sql: &str) -> bool {
     marks.positional || !marks.questions.is_empty()
 }
 
+/// Whether `sql` may return rows: it starts with `SELECT`, `WITH`, `VALUES`, `TABLE`,
+/// `SHOW`, `EXPLAIN`, `FETCH` or `EXECUTE`, or has `RETURNING` somewhere. A statement that
+/// returned no row is described again only then, to give its columns.
+pub(crate) fn may_return_rows(sql: &str) -> bool {
+    let first: String = sql
+        .trim_start_matches(|c: char| c.is_whitespace() || c == '(')
+        .chars()
+        .take_while(char::is_ascii_alphabetic)
+        .collect::<String>()
+        .to_ascii_uppercase();
+    matches!(
+        first.as_str(),
+        "SELECT" | "WITH" | "VALUES" | "TABLE" | "SHOW" | "EXPLAIN" | "FETCH" | "EXECUTE"
+    ) || sql.to_ascii_uppercase().contains("RETURNING")
+}
+
 struct Marks {
     questions: Vec<usize>,
     positional: bool,
