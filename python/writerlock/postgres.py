@@ -21,8 +21,12 @@ code older than the stored writer floor::
     except sqlite3.OperationalError:   # the writer lock was not granted in 3 waits of 10 seconds
         ...
 
-Outside ``write()`` (or ``begin()``) each statement commits on its own. Statements take ``?``
-placeholders (translated to ``$1..$n`` outside string literals and comments) or ``$1``.
+As PEP 249, psycopg 3 and sqlite3 have it, nothing is kept until ``commit()``: the first
+statement opens a transaction, ``rollback()`` and ``close()`` undo it; ``autocommit=True``
+commits each statement on its own. ``write()`` is a transaction of its own, its writer lock
+the first statement. Statements take ``?`` placeholders (translated to ``$1..$n`` outside
+string literals and comments) or ``$1``; parameters carry their Python type and columns read
+as psycopg 3 reads them.
 Every error is a ``sqlite3.DatabaseError`` subclass (:class:`DatabaseError`) carrying its
 SQLSTATE in ``sqlstate`` and ``code``. The interpreter is released during every call that
 talks to the server.
@@ -670,12 +674,15 @@ class Connection:
     ``statement_timeout``, ``connect_timeout``, ``keepalives``, ``keepalives_idle``,
     ``keepalives_interval``, ``keepalives_count``, ``tcp_user_timeout``.
 
-    Outside a transaction each statement commits on its own; :meth:`begin` or ``BEGIN``
-    opens one, :meth:`write` opens a write transaction. As a context manager it behaves like
-    ``sqlite3``: the block is one transaction (opened on entry unless one is open), committed
-    when the block ends and rolled back when it raises; the connection stays open. A
-    ``conn.write()`` inside it must come first, since the writer lock is a transaction's
-    first statement.
+    The first statement opens a transaction that lasts until :meth:`commit` or
+    :meth:`rollback`; :meth:`close` rolls it back (PEP 249). With ``autocommit=True`` each
+    statement commits on its own. :meth:`write` opens a write transaction: plain reads before
+    it are no obstacle (their transaction, which wrote nothing, is rolled back first), while
+    uncommitted changes make it raise :class:`ProgrammingError`. As a context manager it
+    behaves like ``sqlite3``: the block is one transaction (opened on entry unless one is
+    open), committed when the block ends and rolled back when it raises; the connection stays
+    open. A ``conn.write()`` inside it must come first, since the writer lock is a
+    transaction's first statement.
 
     A connection belongs to the process that opened it: in a child after ``fork()`` its
     first use raises :class:`ProgrammingError`, and the parent's session is left alone.
