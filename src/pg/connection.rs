@@ -14,7 +14,8 @@
 //! message, one round trip), never as a named prepared statement, so a transaction pooler
 //! that hands each transaction to another server connection runs each statement with its
 //! own parameters. (A statement that may return rows but returned none is described once
-//! more, Parse and Describe only, for its columns; nothing runs twice.)
+//! more, Parse and Describe only, for its columns; nothing runs twice. That statement is
+//! named, as the driver describes only named ones, and lives inside one transaction.)
 
 use std::mem::ManuallyDrop;
 use std::sync::mpsc;
@@ -751,18 +752,40 @@ impl Connection {
         Ok(Rows::new(columns, rows, affected))
     }
 
-    /// The result columns of `sql`, described by the server without running it.
+    /// The result columns of `sql`, described by the server without running it. The driver
+    /// describes through a named statement, so it is prepared and closed inside one
+    /// transaction (a short one of its own when none is open): behind a transaction pooler
+    /// the name never outlives the server connection's transaction.
     fn describe_columns(&mut self, sql: &str, params: &[Value]) -> Result<Vec<Column>, Error> {
         let types: Vec<Type> = params.iter().map(Value::declared_type).collect();
-        let statement = self
+        let own = !self.in_transaction();
+        if own {
+            self.client
+                .batch_execute("BEGIN")
+                .map_err(Error::from_driver)?;
+        }
+        let described = self
             .client
             .prepare_typed(sql, &types)
-            .map_err(Error::from_driver)?;
-        Ok(statement
-            .columns()
-            .iter()
-            .map(|c| Column::new(c.name(), c.type_()))
-            .collect())
+            .map(|statement| {
+                statement
+                    .columns()
+                    .iter()
+                    .map(|c| Column::new(c.name(), c.type_()))
+                    .collect()
+            })
+            .map_err(Error::from_driver);
+        // The statement was dropped above: its Close goes out before the ROLLBACK.
+        if own {
+            let ended = self
+                .client
+                .batch_execute("ROLLBACK")
+                .map_err(Error::from_driver);
+            if let (Ok(_), Err(err)) = (&described, ended) {
+                return Err(err);
+            }
+        }
+        described
     }
 
     /// Runs `sql` (several statements, no parameters) as one simple-query message, one
