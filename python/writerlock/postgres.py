@@ -113,6 +113,7 @@ __all__ = [
     "check_session",
     "Connection",
     "Cursor",
+    "ServerCursor",
     "Write",
     "Pool",
     "Alert",
@@ -449,29 +450,8 @@ class Cursor:
         """Runs one statement with ``?`` or ``$n`` placeholders. Unless the connection is in
         autocommit mode, a transaction is opened first when none is open."""
         self._check_open()
-        if not isinstance(sql, str):
-            raise TypeError(f"sql must be a str, not {type(sql).__name__}")
-        _check_placeholders(sql, params)
-        conn = self.connection
-        begin = _within is None and not conn._autocommit
-        try:
-            description, rows, affected = conn._session.execute(sql, params, _within, begin)
-        except ProgrammingError as err:
-            marker = _native.pg_pyformat_marker(sql) if err.sqlstate == "42601" else None
-            if marker is not None:
-                raise _pyformat_error(marker) from err
-            raise
-        finally:
-            if _ZONE_CHANGE.search(sql):
-                conn._zone = None
+        description, rows, affected = self._run(sql, params, _within)
         if description is not None:
-            zoned = [i for i, d in enumerate(description) if d[1] in _ZONED]
-            if zoned and rows:
-                zone = conn._session_zone()
-                rows = [
-                    tuple(_localized(v, zone) if i in zoned else v for i, v in enumerate(row))
-                    for row in rows
-                ]
             self._rows = rows
             self.rowcount = len(rows)
         else:
@@ -481,6 +461,36 @@ class Cursor:
         self.description = description
         self._pos = 0
         return self
+
+    def _run(
+        self, sql: str, params: Params, within: Optional[int]
+    ) -> Tuple[Any, List[Tuple[Any, ...]], int]:
+        """Runs one statement (opening the implicit transaction unless in autocommit mode or
+        inside a write); timestamptz values come in the session's TimeZone."""
+        if not isinstance(sql, str):
+            raise TypeError(f"sql must be a str, not {type(sql).__name__}")
+        _check_placeholders(sql, params)
+        conn = self.connection
+        begin = within is None and not conn._autocommit
+        try:
+            description, rows, affected = conn._session.execute(sql, params, within, begin)
+        except ProgrammingError as err:
+            marker = _native.pg_pyformat_marker(sql) if err.sqlstate == "42601" else None
+            if marker is not None:
+                raise _pyformat_error(marker) from err
+            raise
+        finally:
+            if _ZONE_CHANGE.search(sql):
+                conn._zone = None
+        if description is not None and rows:
+            zoned = [i for i, d in enumerate(description) if d[1] in _ZONED]
+            if zoned:
+                zone = conn._session_zone()
+                rows = [
+                    tuple(_localized(v, zone) if i in zoned else v for i, v in enumerate(row))
+                    for row in rows
+                ]
+        return description, rows, affected
 
     def executemany(
         self, sql: str, seq_of_params: Iterable[Params], *, _within: Optional[int] = None
@@ -557,6 +567,139 @@ class Cursor:
 
     def setoutputsize(self, size: Any, column: Any = None) -> None:  # DB-API; nothing to do
         pass
+
+
+class ServerCursor(Cursor):
+    """A server-side cursor, psycopg 3's ``cursor(name=...)``: ``conn.cursor("big")`` declares
+    the statement as a cursor on the server (``DECLARE big CURSOR FOR ...``) and fetches its
+    rows ``itersize`` (2000) at a time as you read them, so a result of any size streams in
+    bounded memory. It lives in the transaction that declared it (the implicit one unless in
+    autocommit mode; ``withhold=True`` declares it ``WITH HOLD``, to outlive the commit);
+    :meth:`close` closes it on the server. ``description`` is known once ``execute()``
+    returns; ``rowcount`` counts the rows fetched so far."""
+
+    itersize: int = 2000
+
+    def __init__(
+        self,
+        connection: "Connection",
+        name: str,
+        *,
+        scrollable: Optional[bool] = None,
+        withhold: bool = False,
+    ) -> None:
+        super().__init__(connection)
+        if not isinstance(name, str) or not name:
+            raise TypeError("a server-side cursor's name must be a non-empty str")
+        self.name = name
+        self.scrollable = scrollable
+        self.withhold = withhold
+        self._ident = '"' + name.replace('"', '""') + '"'
+        self._serial: Optional[int] = None
+        self._done = True
+
+    def execute(self, sql: str, params: Params = (), *, _within: Optional[int] = None) -> "Cursor":
+        """Declares ``sql`` as the cursor (closing the one this object declared before) and
+        fetches its first rows."""
+        self._check_open()
+        self._close_on_server()
+        scroll = {None: "", True: "SCROLL ", False: "NO SCROLL "}[self.scrollable]
+        hold = "WITH HOLD" if self.withhold else "WITHOUT HOLD"
+        self._run(f"DECLARE {self._ident} {scroll}CURSOR {hold} FOR {sql}", params, _within)
+        self._serial = self.connection._session.transaction_serial
+        self._within = _within
+        self._done = False
+        self._rows = []
+        self._pos = 0
+        self.rowcount = 0
+        self.lastrowid = None
+        self._fetch(self.itersize)
+        return self
+
+    def executemany(self, sql: str, seq_of_params: Iterable[Params], **_: Any) -> "Cursor":
+        raise NotSupportedError("executemany() is not available on a server-side cursor")
+
+    def _fetch(self, count: Optional[int]) -> None:
+        """Replaces the buffer with the next ``count`` rows (all the rest for ``None``)."""
+        how = "ALL" if count is None else str(max(count, 1))
+        description, rows, _ = self._run(
+            f"FETCH FORWARD {how} FROM {self._ident}", None, getattr(self, "_within", None)
+        )
+        self.description = description
+        self._rows = rows
+        self._pos = 0
+        self.rowcount += len(rows)
+        if count is None or len(rows) < count:
+            self._done = True
+
+    def _need(self) -> List[Tuple[Any, ...]]:
+        rows = self._result()
+        if self._pos >= len(rows) and not self._done:
+            self._fetch(self.itersize)
+            rows = self._result()
+        return rows
+
+    def fetchone(self) -> Any:
+        """The next row, or ``None`` when there are no more."""
+        rows = self._need()
+        if self._pos >= len(rows):
+            return None
+        row = rows[self._pos]
+        self._pos += 1
+        return self._make(row)
+
+    def fetchmany(self, size: Optional[int] = None) -> List[Any]:
+        """Up to ``size`` (default ``arraysize``) more rows; a negative ``size`` takes all
+        the remaining rows."""
+        n = self.arraysize if size is None else size
+        if n < 0:
+            return self.fetchall()
+        out: List[Any] = []
+        while len(out) < n:
+            rows = self._need()
+            if self._pos >= len(rows):
+                break
+            taken = rows[self._pos : self._pos + n - len(out)]
+            self._pos += len(taken)
+            out.extend(self._make(r) for r in taken)
+        return out
+
+    def fetchall(self) -> List[Any]:
+        """The remaining rows."""
+        rows = self._result()
+        out = [self._make(r) for r in rows[self._pos :]]
+        self._pos = len(rows)
+        if not self._done:
+            self._fetch(None)
+            out.extend(self._make(r) for r in self._rows or [])
+            self._pos = len(self._rows or [])
+        return out
+
+    def __next__(self) -> Any:
+        rows = self._need()  # may fetch the next rows, which resets the position
+        if self._pos >= len(rows):
+            raise StopIteration
+        return self.fetchone()
+
+    def _close_on_server(self) -> None:
+        serial, self._serial = self._serial, None
+        if serial is None:
+            return
+        session = self.connection._session
+        if session.closed:
+            return
+        alive = self.withhold or (session.in_transaction and session.transaction_serial == serial)
+        if alive:
+            session.execute(f"CLOSE {self._ident}", None, None, False)
+
+    def close(self) -> None:
+        """Closes the cursor on the server (if its transaction is still open, or it was
+        declared ``WITH HOLD``) and here."""
+        if not self._closed:
+            try:
+                self._close_on_server()
+            finally:
+                super().close()
 
 
 class Write:
@@ -756,9 +899,18 @@ class Connection:
 
     # statements
 
-    def cursor(self) -> Cursor:
-        """A cursor to run statements on."""
-        return Cursor(self)
+    def cursor(
+        self,
+        name: Optional[str] = None,
+        *,
+        scrollable: Optional[bool] = None,
+        withhold: bool = False,
+    ) -> Cursor:
+        """A cursor to run statements on; with ``name``, a :class:`ServerCursor` that streams
+        its rows from a cursor declared on the server."""
+        if name is None:
+            return Cursor(self)
+        return ServerCursor(self, name, scrollable=scrollable, withhold=withhold)
 
     def execute(self, sql: str, params: Params = ()) -> Cursor:
         """Runs one statement with ``?`` or ``$n`` placeholders; returns its cursor."""

@@ -45,6 +45,7 @@ __all__ = [
     "check_session",
     "Connection",
     "Cursor",
+    "ServerCursor",
     "Write",
     "Pool",
     "Alert",
@@ -249,6 +250,23 @@ class Cursor:
     def setinputsizes(self, sizes: Any) -> None: ...
     def setoutputsize(self, size: Any, column: Any = ...) -> None: ...
 
+class ServerCursor(Cursor):
+    """``conn.cursor(name)``: a cursor declared on the server, its rows fetched ``itersize``
+    at a time."""
+
+    itersize: int
+    name: str
+    scrollable: Optional[bool]
+    withhold: bool
+    def __init__(
+        self,
+        connection: Connection,
+        name: str,
+        *,
+        scrollable: Optional[bool] = ...,
+        withhold: bool = ...,
+    ) -> None: ...
+
 class Write:
     """``with conn.write(ledger, existing_alerts=...) as w:`` — writer lock, floor check,
     the caller's statements; commit on success, rollback on exception."""
@@ -297,7 +315,9 @@ class Connection:
         keepalives_count: int = ...,
         tcp_user_timeout: float = ...,
     ) -> None: ...
-    def cursor(self) -> Cursor: ...
+    def cursor(
+        self, name: Optional[str] = None, *, scrollable: Optional[bool] = None, withhold: bool = False
+    ) -> Cursor: ...
     def execute(self, sql: str, params: _Params = ...) -> Cursor: ...
     def executemany(self, sql: str, seq_of_params: Iterable[_Params]) -> Cursor: ...
     def executescript(self, sql: str) -> Cursor: ...
