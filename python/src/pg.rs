@@ -310,6 +310,36 @@ impl PgSession {
         })
     }
 
+    /// Runs `sql` once per parameter sequence of `seq_of_params`, many statements to a
+    /// message (see `writerlock::pg::many`); returns the rows changed in all. `within` and
+    /// `begin` as for `execute`.
+    #[pyo3(signature = (sql, seq_of_params, within = None, begin = false))]
+    fn execute_many<'py>(
+        &self,
+        py: Python<'py>,
+        sql: &str,
+        seq_of_params: &Bound<'py, PyAny>,
+        within: Option<u64>,
+        begin: bool,
+    ) -> PyResult<u64> {
+        let mut rows = Vec::new();
+        for params in seq_of_params.try_iter()? {
+            let params = params?;
+            rows.push(to_values(Some(&params))?);
+        }
+        self.with(py, |c| {
+            if let Some(serial) = within {
+                if !c.in_transaction_serial(serial) {
+                    return Err(pg::Error::WriteEnded);
+                }
+            }
+            if begin {
+                self.begin_implicit(c)?;
+            }
+            c.execute_many(sql, &rows)
+        })
+    }
+
     /// Makes way for a write's transaction, whose first statement must be the writer lock:
     /// an implicit transaction (opened by `execute(begin=True)`) that wrote nothing (the
     /// server assigned it no transaction id) is rolled back, losing nothing. Returns `False`

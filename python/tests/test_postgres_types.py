@@ -225,3 +225,48 @@ def test_parameters_carry_their_python_type(pg_db) -> None:  # type: ignore[no-u
     with pytest.raises(TypeError, match="cannot send"):
         c.execute("SELECT ?", (object(),))
     c.close()
+
+
+def test_executemany_stores_what_execute_stores(pg_db) -> None:  # type: ignore[no-untyped-def]
+    """executemany sends its statements many to a message with the parameters written as
+    literals: every value must land exactly as execute() (and psycopg) stores it, quotes and
+    backslashes included, whatever standard_conforming_strings says."""
+    ours = postgres.connect(pg_db.url)
+    theirs = psycopg.connect(pg_db.url)
+    cases = WRITTEN + JSON_WRITTEN
+    ours.execute(
+        "CREATE TABLE m (id int, how text, "
+        + ", ".join(f"c{i} {ty}" for i, (ty, _) in enumerate(cases))
+        + ")"
+    )
+    ours.commit()
+    for i, (ty, value) in enumerate(cases):
+        json = ty in ("json", "jsonb")
+        mine = postgres.Json(value) if json else value
+        sql = f"INSERT INTO m (id, how, c{i}) VALUES (?, ?, ?)"
+        cur = ours.executemany(sql, [(i, "many", mine), (i, "many", None)])
+        assert cur.rowcount == 2
+        ours.execute(sql, (i, "one", mine))
+    ours.commit()
+    for i, (ty, value) in enumerate(cases):
+        got = dict(
+            theirs.execute(f"SELECT how, c{i} FROM m WHERE id = %s AND c{i} IS NOT NULL", (i,)).fetchall()
+        )
+        _same(got["many"], got["one"])
+        assert theirs.execute(f"SELECT count(*) FROM m WHERE id = %s AND c{i} IS NULL", (i,)).fetchone() == (1,)
+    nasty = ["'); DROP TABLE m; --", "back\\slash\\'", "E'x'", "$$", "?", "\\x00", "ü\t\n"]
+    for conforming in ("on", "off"):
+        ours.execute(f"SET standard_conforming_strings = {conforming}")
+        ours.execute("DELETE FROM m")
+        ours.executemany("INSERT INTO m (id, how) VALUES (?, ?)", list(enumerate(nasty)))
+        assert [r[0] for r in ours.execute("SELECT how FROM m ORDER BY id").fetchall()] == nasty
+    ours.rollback()
+    # A failed row fails the call; in a transaction nothing of it stays.
+    with pytest.raises(postgres.DataError):
+        ours.executemany("INSERT INTO m (id, c2) VALUES (?, ?)", [(1, 1), (2, 2**40)])
+    ours.rollback()
+    with pytest.raises(postgres.ProgrammingError, match="placeholders"):
+        ours.executemany("INSERT INTO m (id) VALUES (?)", [(1,), (1, 2)])
+    assert ours.execute("SELECT count(*) FROM m").fetchone() == (3 * len(cases),)
+    ours.close()
+    theirs.close()

@@ -496,7 +496,26 @@ class Cursor:
         self, sql: str, seq_of_params: Iterable[Params], *, _within: Optional[int] = None
     ) -> "Cursor":
         """Runs one statement once per parameter sequence; ``rowcount`` is the sum (-1 when
-        the statement counts no rows)."""
+        the statement counts no rows). Inside a transaction (the default mode, or a write)
+        the statements go many to a message, each with its parameters written as literals of
+        the types they declare, one round trip per thousand rows; in autocommit mode each
+        runs, and commits, on its own. Rows the statement returns are not kept."""
+        self._check_open()
+        conn = self.connection
+        if _within is not None or not conn._autocommit:
+            if not isinstance(sql, str):
+                raise TypeError(f"sql must be a str, not {type(sql).__name__}")
+            if not isinstance(seq_of_params, (list, tuple)):
+                seq_of_params = list(seq_of_params)
+            if seq_of_params:
+                _check_placeholders(sql, seq_of_params[0])
+            changed = conn._session.execute_many(sql, seq_of_params, _within, _within is None)
+            self.description = None
+            self._rows = None
+            self._pos = 0
+            self.lastrowid = None
+            self.rowcount = changed if _COUNTS.match(sql) else -1
+            return self
         total = 0
         for params in seq_of_params:
             self.execute(sql, params, _within=_within)

@@ -560,6 +560,31 @@ impl Connection {
         result
     }
 
+    /// Runs a script like [`Connection::execute_batch`] and returns how many rows its
+    /// statements inserted, updated, deleted or returned in all.
+    pub fn execute_batch_counted(&mut self, sql: &str) -> Result<u64, Error> {
+        self.sendable(sql, &[])?;
+        let result = self
+            .usable()
+            .and_then(|()| self.not_ended())
+            .and_then(|()| {
+                self.client
+                    .simple_query(sql)
+                    .map_err(Error::from_driver)
+                    .map(|messages| {
+                        messages
+                            .iter()
+                            .map(|m| match m {
+                                SimpleQueryMessage::CommandComplete(n) => *n,
+                                _ => 0,
+                            })
+                            .sum()
+                    })
+            });
+        self.track(Kind::Other, result.as_ref().err());
+        result
+    }
+
     /// Opens a transaction. Inside an open transaction this fails with `cannot start a
     /// transaction within a transaction`.
     pub fn begin(&mut self) -> Result<(), Error> {

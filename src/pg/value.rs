@@ -229,6 +229,33 @@ impl Value {
         })
     }
 
+    /// The value as a SQL literal of the type it declares as a parameter: `NULL`,
+    /// `(E'42'::int2)`, `(E'it''s')` (untyped, as an untyped parameter). The text goes in
+    /// an escape string (`E'...'`, quotes doubled, backslashes escaped), which reads the
+    /// same whatever `standard_conforming_strings` says.
+    pub fn sql_literal(&self) -> String {
+        let Some(text) = self.pg_text() else {
+            return "NULL".to_string();
+        };
+        let mut out = String::with_capacity(text.len() + 16);
+        out.push_str("(E'");
+        for c in text.chars() {
+            match c {
+                '\'' => out.push_str("''"),
+                '\\' => out.push_str("\\\\"),
+                c => out.push(c),
+            }
+        }
+        out.push('\'');
+        let ty = self.declared_type();
+        if ty != Type::UNKNOWN {
+            out.push_str("::");
+            out.push_str(ty.name());
+        }
+        out.push(')');
+        out
+    }
+
     /// The type this value declares when sent as a parameter, as psycopg 3 declares a
     /// Python value's: [`Type::UNKNOWN`] (the server takes the type the statement expects)
     /// for `NULL`, text, JSON and records.
