@@ -141,3 +141,23 @@ def test_write_after_plain_reads_on_the_same_connection(table) -> None:  # type:
     c.rollback()
     assert c.execute("SELECT 1").fetchone() == (1,)
     c.close()
+
+
+def test_lock_writer_setup_schema_and_begin_after_plain_reads(table) -> None:  # type: ignore[no-untyped-def]
+    c = postgres.connect(table.url)
+    c.execute("SELECT count(*) FROM t")
+    postgres.setup_schema(c)  # runs under the writer lock in a transaction of its own
+    c.execute("SELECT count(*) FROM t")
+    assert c.lock_writer() == 1
+    c.execute("INSERT INTO t VALUES (1)")
+    c.commit()
+    assert _rows(table) == [1]
+    c.execute("SELECT 1")
+    c.begin()  # the implicit transaction is the one begin() asks for
+    c.execute("INSERT INTO t VALUES (2)")
+    c.rollback()
+    c.execute("INSERT INTO t VALUES (3)")
+    with pytest.raises(postgres.ProgrammingError, match="uncommitted changes"):
+        c.lock_writer()
+    c.close()
+    assert _rows(table) == [1]

@@ -761,13 +761,7 @@ class Write:
         if self._open:
             raise ProgrammingError("this write is already open; use a new conn.write()")
         session = self.connection._session
-        if not session.release_for_write():
-            raise ProgrammingError(
-                "the connection has uncommitted changes from before this write, and a write's "
-                "first statement must be the writer lock: call conn.commit() or "
-                "conn.rollback() before conn.write() (reads alone are no obstacle)",
-                "25001",
-            )
+        self.connection._make_way_for_write()
         waits, floor, refused = session.begin_write()
         self._serial = session.transaction_serial
         self._open = True
@@ -903,6 +897,18 @@ class Connection:
             )
         self._autocommit = bool(value)
 
+    def _make_way_for_write(self) -> None:
+        """Rolls back the implicit transaction if it wrote nothing (plain reads), so a write
+        can take the writer lock as its first statement; raises when it has uncommitted
+        changes."""
+        if not self._session.release_for_write():
+            raise ProgrammingError(
+                "the connection has uncommitted changes from before this write, and a write's "
+                "first statement must be the writer lock: call conn.commit() or "
+                "conn.rollback() before conn.write() (reads alone are no obstacle)",
+                "25001",
+            )
+
     def _session_zone(self) -> datetime.tzinfo:
         """The session's ``TimeZone``, read once and again after a statement that may change
         it; UTC when Python does not know its name."""
@@ -954,7 +960,10 @@ class Connection:
 
     def begin(self) -> None:
         """Opens a transaction (``cannot start a transaction within a transaction`` inside
-        one)."""
+        one). The implicit transaction the connection's statements opened counts as this
+        one: ``begin()`` then leaves it open and returns."""
+        if self._session.in_implicit_transaction:
+            return
         self._session.begin()
 
     def commit(self) -> None:
@@ -980,7 +989,9 @@ class Connection:
 
     def lock_writer(self) -> int:
         """Takes the writer lock as the first statement of a transaction (opening one if
-        needed); returns the waits it took."""
+        needed; plain reads before it are rolled back first, as for :meth:`write`); returns
+        the waits it took."""
+        self._make_way_for_write()
         return self._session.lock_writer()
 
     # session
@@ -1118,6 +1129,7 @@ def setup_schema(conn: Any, extra_sql: Optional[str] = None, **options: Any) -> 
                 "setup_schema() takes settings only with a psycopg connection; a "
                 "writerlock.postgres.Connection carries its own"
             )
+        conn._make_way_for_write()
         conn._session.setup_schema(extra_sql)
         return
     driver = _drivers.driver_for(conn)
