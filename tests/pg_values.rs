@@ -88,6 +88,18 @@ fn columns_read_as_their_type_and_print_as_postgres_does() {
         ("row(1, 'a b', NULL)", "(1,\"a b\",)"),
         ("B'101'::bit(3)", "101"),
         ("'0.1'::float4", "0.1"),
+        ("'(1.5,-2)'::point", "(1.5,-2)"),
+        ("'(1e20,1e-7)'::point", "(1e+20,1e-07)"),
+        ("'[(0,0),(1,1)]'::lseg", "[(0,0),(1,1)]"),
+        ("'(1,1),(0,0)'::box", "(1,1),(0,0)"),
+        ("'[(0,0),(1,1),(2,0)]'::path", "[(0,0),(1,1),(2,0)]"),
+        ("'((0,0),(1,1),(2,0))'::polygon", "((0,0),(1,1),(2,0))"),
+        ("'{1,-1,0}'::line", "{1,-1,0}"),
+        ("'<(1,2),3>'::circle", "<(1,2),3>"),
+        (
+            "'a fat cat:2A sat''s:1,3'::tsvector",
+            "'a' 'cat':2A 'fat' 'sat''s':1,3",
+        ),
         (
             "'{\"n\": 1180591620717411303424, \"b\": 1, \"a\": 2}'::json",
             "{\"n\":1180591620717411303424,\"b\":1,\"a\":2}",
@@ -118,10 +130,10 @@ fn columns_read_as_their_type_and_print_as_postgres_does() {
     );
     // NULL of any type reads, even of a type without a value here; a value of it is an
     // error naming the column.
-    assert_eq!(one(&mut c, "SELECT NULL::tsvector", &[]), Value::Null);
+    assert_eq!(one(&mut c, "SELECT NULL::tsquery", &[]), Value::Null);
     let err = c
-        .execute("SELECT 'a'::tsvector AS words", &[])
-        .expect_err("tsvector has no value here");
+        .execute("SELECT 'a & b'::tsquery AS words", &[])
+        .expect_err("tsquery has no value here");
     assert!(err.to_string().contains("words"), "{err}");
     // A statement that returns no row still has its columns.
     let rows = c

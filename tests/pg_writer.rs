@@ -633,14 +633,14 @@ fn pg_values_placeholders_and_transactions() {
         "{err:?}"
     );
     let err = conn
-        .execute("SELECT 'a b'::tsvector AS addr", &[])
+        .execute("SELECT 'a & b'::tsquery AS addr", &[])
         .unwrap_err();
     assert!(matches!(err, Error::UnsupportedType { .. }), "{err:?}");
     assert!(err.to_string().contains("addr::text"), "{err}");
     // Client-side errors leave an open transaction usable.
     conn.begin().expect("begin");
     conn.execute("SELECT ?", &[]).unwrap_err();
-    conn.execute("SELECT 'a b'::tsvector", &[]).unwrap_err();
+    conn.execute("SELECT 'a & b'::tsquery", &[]).unwrap_err();
     conn.execute("SELECT 1", &[]).expect("still usable");
     conn.commit().expect("commit");
 

@@ -217,9 +217,9 @@ def test_pg_wrong_types(pg_db) -> None:  # type: ignore[no-untyped-def]
         c.execute("INSERT INTO only_int VALUES (?)", (b"raw",))
     assert c.execute("SELECT ?::text", (b"raw",)).fetchone() == ("\\x726177",)
     with pytest.raises(sqlite3.NotSupportedError, match="cast it in the query"):
-        c.execute("SELECT 'a b'::tsvector AS words")
+        c.execute("SELECT 'a & b'::tsquery AS words")
     # NULL of any type is None, even of a type without a Python value.
-    assert c.execute("SELECT NULL::tsvector AS words").fetchone() == (None,)
+    assert c.execute("SELECT NULL::tsquery AS words").fetchone() == (None,)
     with pytest.raises(TypeError):
         postgres.setup_schema("not a connection")  # type: ignore[arg-type]
     with pytest.raises(TypeError):

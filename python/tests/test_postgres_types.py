@@ -154,6 +154,11 @@ def test_types_psycopg_maps_are_read_the_same_and_the_rest_as_text(pg_db) -> Non
         "'{t,f}'::bool[]",
         "'{\"12345678-1234-5678-1234-567812345678\"}'::uuid[]",
         "'{\"1 day\"}'::interval[]",
+        "'(1.5,-2)'::point",
+        "'(1e20,1e-7)'::point",
+        "'<(1,2),3>'::circle",
+        "'((0,0),(1,1),(2,0))'::polygon",
+        "'a fat cat:2A sat''s:1,3'::tsvector",
     ]
     for literal in literals:
         mine = ours.execute(f"SELECT {literal}").fetchone()[0]
@@ -168,7 +173,7 @@ def test_types_psycopg_maps_are_read_the_same_and_the_rest_as_text(pg_db) -> Non
         '["2024-01-01 00:00:00+00",)',
     )
     # NULL of any type is None, even of one without a Python value.
-    nulls = "NULL::interval, NULL::int4[], NULL::inet, NULL::tsvector, NULL::point, NULL::int4range, NULL::money"
+    nulls = "NULL::interval, NULL::int4[], NULL::inet, NULL::tsquery, NULL::point, NULL::int4range, NULL::money"
     assert ours.execute(f"SELECT {nulls}").fetchone() == (None,) * 7
     ours.close()
     theirs.close()

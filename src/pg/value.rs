@@ -10,7 +10,8 @@
 //! Columns are read from the binary format into the natural [`Value`] of their type: the
 //! common scalar types, `interval`, arrays (nested for several dimensions), records, and in
 //! their Postgres text form `date`, `time`, `timetz`, `uuid`, `inet`, `cidr`, `macaddr`,
-//! `money` (as the `C` locale prints it), ranges, `bit`, `pg_lsn` and composite types. `NULL`
+//! `money` (as the `C` locale prints it), ranges, `bit`, `pg_lsn`, geometric types,
+//! `tsvector` and composite types. `NULL`
 //! of any type is [`Value::Null`]; a value of a type this crate cannot read is an
 //! [`Error::UnsupportedType`](super::Error::UnsupportedType) that says how to cast it.
 
@@ -840,6 +841,96 @@ fn bits_text(raw: &[u8]) -> Result<String, String> {
         .collect())
 }
 
+/// A double as Postgres prints it: the shortest digits that read back the same, in
+/// exponent form below 1e-4 and from 1e15 on (`1e+15`, `1.5e-05`).
+fn float8_text(v: f64) -> String {
+    if !v.is_finite() {
+        return float_text(v);
+    }
+    let sci = format!("{v:e}");
+    let (mantissa, exponent) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exponent: i32 = exponent.parse().unwrap_or(0);
+    if v != 0.0 && !(-4..15).contains(&exponent) {
+        let sign = if exponent < 0 { '-' } else { '+' };
+        format!("{mantissa}e{sign}{:02}", exponent.unsigned_abs())
+    } else {
+        format!("{v}")
+    }
+}
+
+/// The text form of a geometric value (`point`, `lseg`, `box`, `path`, `polygon`, `line`,
+/// `circle`) from its binary form, a run of doubles.
+fn geometry_text(ty: &Type, raw: &[u8]) -> Result<String, String> {
+    let mut r = Reader { raw };
+    let mut f =
+        || -> Result<String, String> { Ok(float8_text(f64::from_be_bytes(be(r.take(8)?)?))) };
+    let point = |f: &mut dyn FnMut() -> Result<String, String>| -> Result<String, String> {
+        Ok(format!("({},{})", f()?, f()?))
+    };
+    Ok(match *ty {
+        Type::POINT => point(&mut f)?,
+        Type::LSEG => format!("[{},{}]", point(&mut f)?, point(&mut f)?),
+        Type::BOX => format!("{},{}", point(&mut f)?, point(&mut f)?),
+        Type::LINE => format!("{{{},{},{}}}", f()?, f()?, f()?),
+        Type::CIRCLE => format!("<{},{}>", point(&mut f)?, f()?),
+        Type::PATH | Type::POLYGON => {
+            let closed = *ty == Type::POLYGON || r.take(1)?[0] != 0;
+            let n = usize::try_from(r.i32()?).map_err(|e| e.to_string())?;
+            let mut points = Vec::with_capacity(n.min(1 << 16));
+            for _ in 0..n {
+                let x = float8_text(f64::from_be_bytes(be(r.take(8)?)?));
+                let y = float8_text(f64::from_be_bytes(be(r.take(8)?)?));
+                points.push(format!("({x},{y})"));
+            }
+            let (open, close) = if closed { ('(', ')') } else { ('[', ']') };
+            format!("{open}{}{close}", points.join(","))
+        }
+        _ => return Err(format!("{} is not a geometric type", ty.name())),
+    })
+}
+
+/// A `tsvector` in its text form: `'a' 'b':1,3A`.
+fn tsvector_text(raw: &[u8]) -> Result<String, String> {
+    let mut r = Reader { raw };
+    let n = usize::try_from(r.i32()?).map_err(|e| e.to_string())?;
+    let mut words = Vec::with_capacity(n.min(1 << 16));
+    for _ in 0..n {
+        let end = r
+            .raw
+            .iter()
+            .position(|b| *b == 0)
+            .ok_or("a lexeme without its end")?;
+        let lexeme = utf8(r.take(end)?)?;
+        r.take(1)?;
+        let count = u16::from_be_bytes(be(r.take(2)?)?);
+        let mut word = String::from("'");
+        for c in lexeme.chars() {
+            if c == '\'' || c == '\\' {
+                word.push(c);
+            }
+            word.push(c);
+        }
+        word.push('\'');
+        let mut positions = Vec::with_capacity(usize::from(count));
+        for _ in 0..count {
+            let entry = u16::from_be_bytes(be(r.take(2)?)?);
+            let weight = match entry >> 14 {
+                3 => "A",
+                2 => "B",
+                1 => "C",
+                _ => "",
+            };
+            positions.push(format!("{}{weight}", entry & 0x3fff));
+        }
+        if !positions.is_empty() {
+            word.push(':');
+            word.push_str(&positions.join(","));
+        }
+        words.push(word);
+    }
+    Ok(words.join(" "))
+}
+
 fn hex_joined(raw: &[u8], sep: &str) -> String {
     raw.iter()
         .map(|b| format!("{b:02x}"))
@@ -952,6 +1043,14 @@ pub(crate) fn decode(ty: &Type, raw: Option<&[u8]>) -> Result<Value, Option<Stri
             Value::Text(format!("{:X}/{:X}", lsn >> 32, lsn & 0xFFFF_FFFF))
         }
         Type::RECORD => Value::Record(record_fields(raw)?),
+        Type::POINT
+        | Type::LSEG
+        | Type::BOX
+        | Type::PATH
+        | Type::POLYGON
+        | Type::LINE
+        | Type::CIRCLE => Value::Text(geometry_text(ty, raw)?),
+        Type::TS_VECTOR => Value::Text(tsvector_text(raw)?),
         _ => return Err(None),
     };
     Ok(v)
@@ -1164,10 +1263,10 @@ mod tests {
             decode(&Type::JSONB, Some(b"\x01{\"a\":1}")),
             Ok(Value::Json(serde_json::json!({"a": 1})))
         );
-        assert_eq!(decode(&Type::TS_VECTOR, Some(&[1])), Err(None));
+        assert_eq!(decode(&Type::TSQUERY, Some(&[1])), Err(None));
         // NULL of any type reads, even of a type without a decoder.
-        assert_eq!(decode(&Type::TS_VECTOR, None), Ok(Value::Null));
-        assert!(readable(&Type::TS_VECTOR));
+        assert_eq!(decode(&Type::TSQUERY, None), Ok(Value::Null));
+        assert!(readable(&Type::TSQUERY));
         assert!(decode(&Type::INT8, Some(&[1])).is_err());
     }
 
