@@ -100,6 +100,10 @@ fn columns_read_as_their_type_and_print_as_postgres_does() {
             "'a fat cat:2A sat''s:1,3'::tsvector",
             "'a' 'cat':2A 'fat' 'sat''s':1,3",
         ),
+        ("'1 2'::oidvector", "1 2"),
+        ("'(1,2)'::tid", "(1,2)"),
+        ("'7'::xid", "7"),
+        ("'7'::xid8", "7"),
         (
             "'{\"n\": 1180591620717411303424, \"b\": 1, \"a\": 2}'::json",
             "{\"n\":1180591620717411303424,\"b\":1,\"a\":2}",

@@ -159,6 +159,10 @@ def test_types_psycopg_maps_are_read_the_same_and_the_rest_as_text(pg_db) -> Non
         "'<(1,2),3>'::circle",
         "'((0,0),(1,1),(2,0))'::polygon",
         "'a fat cat:2A sat''s:1,3'::tsvector",
+        "'1 2'::oidvector",
+        "'(1,2)'::tid",
+        "'7'::xid",
+        "'7'::xid8",
     ]
     for literal in literals:
         mine = ours.execute(f"SELECT {literal}").fetchone()[0]

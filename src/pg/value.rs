@@ -944,8 +944,10 @@ pub(crate) fn decode(ty: &Type, raw: Option<&[u8]>) -> Result<Value, Option<Stri
         return Ok(Value::Null);
     };
     let ty = base_type(ty);
+    let vector = *ty == Type::OID_VECTOR || *ty == Type::INT2_VECTOR;
     match ty.kind() {
         Kind::Enum(_) => return utf8(raw).map(Value::Text).map_err(Some),
+        Kind::Array(_) if vector => {}
         Kind::Array(elem) => return array(elem, raw).map_err(Some),
         Kind::Range(elem) => return range_text(elem, raw).map(Value::Text).map_err(Some),
         Kind::Multirange(range) => {
@@ -977,8 +979,30 @@ pub(crate) fn decode(ty: &Type, raw: Option<&[u8]>) -> Result<Value, Option<Stri
         Type::INT2 => Value::Int(i16::from_be_bytes(be(raw)?).into()),
         Type::INT4 => Value::Int(i32::from_be_bytes(be(raw)?).into()),
         Type::INT8 => Value::Int(i64::from_be_bytes(be(raw)?)),
-        Type::OID | Type::XID | Type::CID | Type::REGPROC | Type::REGCLASS | Type::REGTYPE => {
+        // The reg* types arrive as their OID in binary: the name would take a catalog read.
+        Type::OID | Type::REGPROC | Type::REGCLASS | Type::REGTYPE => {
             Value::Int(u32::from_be_bytes(be(raw)?).into())
+        }
+        // Types psycopg reads as their text.
+        Type::XID | Type::CID => Value::Text(u32::from_be_bytes(be(raw)?).to_string()),
+        Type::XID8 => Value::Text(u64::from_be_bytes(be(raw)?).to_string()),
+        Type::TID => {
+            let mut r = Reader { raw };
+            let block = r.u32()?;
+            let offset = u16::from_be_bytes(be(r.take(2)?)?);
+            Value::Text(format!("({block},{offset})"))
+        }
+        Type::OID_VECTOR | Type::INT2_VECTOR => {
+            let elem = if *ty == Type::OID_VECTOR {
+                Type::OID
+            } else {
+                Type::INT2
+            };
+            let Value::Array(items) = array(&elem, raw)? else {
+                return Err(Some("a vector that is not an array".to_string()));
+            };
+            let texts: Vec<String> = items.iter().filter_map(Value::pg_text).collect();
+            Value::Text(texts.join(" "))
         }
         // The shortest decimal that reads back as the same `real`, as Postgres prints it
         // (0.1, not 0.10000000149011612).
