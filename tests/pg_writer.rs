@@ -583,7 +583,7 @@ fn pg_values_placeholders_and_transactions() {
             Value::Float(1.5),
             Value::Text("x".into()),
             Value::Bytes(vec![1, 2]),
-            Value::Json(serde_json::json!({"a": [1]})),
+            Value::from(serde_json::json!({"a": [1]})),
             Value::Timestamp {
                 micros: 1_714_564_800_250_000,
                 time_zone: true
@@ -602,7 +602,7 @@ fn pg_values_placeholders_and_transactions() {
         Value::Int(-7),
         Value::Text("it's".into()),
         Value::Bytes(vec![0, 255]),
-        Value::Json(serde_json::json!({"k": "v"})),
+        Value::from(serde_json::json!({"k": "v"})),
         Value::Timestamp {
             micros: 1_714_564_800_250_000,
             time_zone: true,

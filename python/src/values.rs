@@ -185,7 +185,7 @@ pub fn to_value(value: &Bound<'_, PyAny>, index: usize) -> PyResult<Value> {
         let parsed = serde_json::from_str(&text).map_err(|e| {
             PyValueError::new_err(format!("parameter {index} cannot be sent as JSON: {e}"))
         })?;
-        return Ok(Value::Json(parsed));
+        return Ok(Value::Json(Box::new(parsed)));
     }
     let decimal = py.import(intern!(py, "decimal"))?.getattr("Decimal")?;
     if value.is_instance(&decimal)? {

@@ -41,8 +41,8 @@ pub enum Value {
     Text(String),
     /// `bytea`.
     Bytes(Vec<u8>),
-    /// `json` and `jsonb`.
-    Json(serde_json::Value),
+    /// `json` and `jsonb` (boxed, so that every other value stays small).
+    Json(Box<serde_json::Value>),
     /// `timestamp` and `timestamptz`.
     Timestamp {
         /// Microseconds since 1970-01-01 00:00:00 (UTC for `timestamptz`, the wall-clock
@@ -123,7 +123,7 @@ impl From<Vec<u8>> for Value {
 
 impl From<serde_json::Value> for Value {
     fn from(v: serde_json::Value) -> Value {
-        Value::Json(v)
+        Value::Json(Box::new(v))
     }
 }
 
@@ -1016,13 +1016,17 @@ pub(crate) fn decode(ty: &Type, raw: Option<&[u8]>) -> Result<Value, Option<Stri
         | Type::CHAR
         | Type::XML => Value::Text(utf8(raw)?),
         Type::BYTEA => Value::Bytes(raw.to_vec()),
-        Type::JSON => Value::Json(serde_json::from_slice(raw).map_err(|e| e.to_string())?),
+        Type::JSON => Value::Json(Box::new(
+            serde_json::from_slice(raw).map_err(|e| e.to_string())?,
+        )),
         Type::JSONB => {
             let body = match raw.split_first() {
                 Some((1, body)) => body,
                 _ => return Err(Some("unknown jsonb version".to_string())),
             };
-            Value::Json(serde_json::from_slice(body).map_err(|e| e.to_string())?)
+            Value::Json(Box::new(
+                serde_json::from_slice(body).map_err(|e| e.to_string())?,
+            ))
         }
         Type::TIMESTAMP | Type::TIMESTAMPTZ => {
             let pg = i64::from_be_bytes(be(raw)?);
@@ -1285,7 +1289,7 @@ mod tests {
         assert_eq!(decode(&Type::VOID, Some(&[])), Ok(Value::Null));
         assert_eq!(
             decode(&Type::JSONB, Some(b"\x01{\"a\":1}")),
-            Ok(Value::Json(serde_json::json!({"a": 1})))
+            Ok(Value::from(serde_json::json!({"a": 1})))
         );
         assert_eq!(decode(&Type::TSQUERY, Some(&[1])), Err(None));
         // NULL of any type reads, even of a type without a decoder.
