@@ -1299,6 +1299,13 @@ mod tests {
     }
 
     #[test]
+    fn a_value_stays_small() {
+        // A result holds one Value per cell: a large variant (serde_json's ordered map)
+        // would weigh on every cell of every row.
+        assert!(std::mem::size_of::<Value>() <= 32);
+    }
+
+    #[test]
     fn float4_reads_as_postgres_prints_it() {
         let raw = 0.1f32.to_be_bytes();
         assert_eq!(decode(&Type::FLOAT4, Some(&raw)), Ok(Value::Float(0.1)));
