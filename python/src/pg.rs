@@ -159,6 +159,9 @@ fn refused_tuples(refused: &[RefusedWriter]) -> Vec<RefusedTuple> {
 /// A setting check as `(name, sent, shown, status)`.
 type CheckTuple = (String, String, Option<String>, &'static str);
 
+/// How many rows are read before they become Python tuples, the interpreter taken once.
+const ROW_BATCH: usize = 1000;
+
 /// The columns, rows and row count of a statement, for the Python cursor.
 type Described<'py> = (Py<PyAny>, Bound<'py, PyList>, i64);
 
@@ -244,7 +247,27 @@ impl PgSession {
         begin: bool,
     ) -> PyResult<Described<'py>> {
         let values = to_values(params)?;
-        let rows = self.with(py, |c| {
+        // Rows become Python tuples a batch at a time while the rest are still being read,
+        // so the result is never held twice (once as core values, once in Python).
+        let list = PyList::empty(py).unbind();
+        let mut batch: Vec<pg::Row> = Vec::new();
+        let mut failure: Option<PyErr> = None;
+        let mut flush = |columns: &[pg::Column], batch: &mut Vec<pg::Row>| {
+            Python::attach(|py| {
+                let list = list.bind(py);
+                for row in batch.drain(..) {
+                    if failure.is_some() {
+                        continue;
+                    }
+                    let converted = row_to_py(py, row.into_values(), columns)
+                        .and_then(|tuple| list.append(tuple));
+                    if let Err(err) = converted {
+                        failure = Some(err);
+                    }
+                }
+            });
+        };
+        let (columns, affected) = self.with(py, |c| {
             if let Some(serial) = within {
                 if !c.in_transaction_serial(serial) {
                     return Err(pg::Error::WriteEnded);
@@ -253,10 +276,29 @@ impl PgSession {
             if begin {
                 self.begin_implicit(c)?;
             }
-            c.execute(sql, &values)
+            let mut last: Vec<pg::Column> = Vec::new();
+            let (columns, affected) = c.execute_each(sql, &values, &mut |columns, row| {
+                batch.push(row);
+                if batch.len() >= ROW_BATCH {
+                    flush(columns, &mut batch);
+                }
+                if last.is_empty() {
+                    last = columns.to_vec();
+                }
+                Ok(())
+            })?;
+            if !batch.is_empty() {
+                flush(&last, &mut batch);
+            }
+            Ok((columns, affected))
         })?;
-        let columns = rows.columns().to_vec();
-        let affected = i64::try_from(rows.affected()).unwrap_or(i64::MAX);
+        // A value Python cannot hold (after the whole result was read: the session is in
+        // step, and the statement itself succeeded).
+        if let Some(err) = failure {
+            return Err(err);
+        }
+        let list = list.into_bound(py);
+        let affected = i64::try_from(affected).unwrap_or(i64::MAX);
         let description: Py<PyAny> = if columns.is_empty() {
             py.None()
         } else {
@@ -279,10 +321,6 @@ impl PgSession {
                 .collect::<PyResult<Vec<_>>>()?;
             PyTuple::new(py, items)?.into_any().unbind()
         };
-        let list = PyList::empty(py);
-        for row in rows.into_rows() {
-            list.append(row_to_py(py, row.into_values(), &columns)?)?;
-        }
         Ok((description, list, affected))
     }
 

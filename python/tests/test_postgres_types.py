@@ -279,3 +279,23 @@ def test_executemany_stores_what_execute_stores(pg_db) -> None:  # type: ignore[
     assert ours.execute("SELECT count(*) FROM m").fetchone() == (3 * len(cases),)
     ours.close()
     theirs.close()
+
+
+def test_a_value_python_cannot_hold_leaves_the_session_and_transaction_usable(pg_db) -> None:  # type: ignore[no-untyped-def]
+    """Rows become Python values in batches while the rest are read: a value Python cannot
+    hold in the middle of a long result still lets the whole result be read, so the session
+    stays in step, and the transaction (the statement itself succeeded) can commit."""
+    c = postgres.connect(pg_db.url)
+    c.execute("CREATE TABLE kept (x int)")
+    c.execute("INSERT INTO kept VALUES (1)")
+    with pytest.raises(postgres.DataError, match="column ts: timestamp too large"):
+        c.execute(
+            "SELECT g, CASE WHEN g = 2500 THEN 'infinity'::timestamp ELSE now()::timestamp END AS ts "
+            "FROM generate_series(1, 5000) g"
+        )
+    assert c.execute("SELECT count(*) FROM generate_series(1, 5000)").fetchone() == (5000,)
+    c.commit()
+    other = pg_db.connect()
+    assert other.execute("SELECT x FROM kept").fetchall() == [(1,)]
+    other.close()
+    c.close()

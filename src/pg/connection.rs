@@ -53,6 +53,9 @@ pub(crate) enum Tx {
 /// [`Value::Null`]).
 pub(crate) type TextResults = Vec<Vec<Vec<Value>>>;
 
+/// What [`Connection::execute_each`] hands each row to, with the result's columns.
+pub type RowSink<'a> = dyn FnMut(&[Column], Row) -> Result<(), Error> + 'a;
+
 /// The most parameters one statement can carry: the protocol counts them in 16 bits.
 pub const MAX_PARAMETERS: usize = 65_535;
 
@@ -493,11 +496,29 @@ impl Connection {
     /// `BEGIN`, `COMMIT` and `ROLLBACK` sent this way are tracked like [`Connection::begin`]
     /// and friends.
     pub fn execute(&mut self, sql: &str, params: &[Value]) -> Result<Rows, Error> {
+        let mut rows = Vec::new();
+        let (columns, affected) = self.execute_each(sql, params, &mut |_, row| {
+            rows.push(row);
+            Ok(())
+        })?;
+        Ok(Rows::new(columns, rows, affected))
+    }
+
+    /// Runs one statement like [`Connection::execute`], handing each row to `sink` as it is
+    /// read (with the result's columns) instead of keeping them all; returns the columns and
+    /// the row count of the command tag. When `sink` fails, the remaining rows are read
+    /// and dropped (the session stays in step) and its error is returned.
+    pub fn execute_each(
+        &mut self,
+        sql: &str,
+        params: &[Value],
+        sink: &mut RowSink<'_>,
+    ) -> Result<(Vec<Column>, u64), Error> {
         let sql = translate(sql);
         let kind = classify(&sql);
         let committing = kind == Kind::End && is_commit(&sql) && self.in_transaction();
         self.sendable(&sql, params)?;
-        let result = self.query(&sql, params);
+        let result = self.query(&sql, params, sink);
         self.track(kind, result.as_ref().err());
         match result {
             Err(Error::Unsendable { problem, .. }) => Err(self.unsendable(problem)),
@@ -716,7 +737,12 @@ impl Connection {
         self.client.batch_execute(sql).map_err(Error::from_driver)
     }
 
-    fn query(&mut self, sql: &str, params: &[Value]) -> Result<Rows, Error> {
+    fn query(
+        &mut self,
+        sql: &str,
+        params: &[Value],
+        sink: &mut RowSink<'_>,
+    ) -> Result<(Vec<Column>, u64), Error> {
         self.usable()?;
         self.not_ended()?;
         // Counted here, before anything is sent, so a wrong count leaves the transaction as
@@ -737,7 +763,6 @@ impl Connection {
             .map_err(Error::from_driver)?;
         let mut columns: Option<(Vec<Column>, Vec<Type>)> = None;
         let mut failed: Option<Error> = None;
-        let mut rows = Vec::new();
         while let Some(row) = iter.next().map_err(Error::from_driver)? {
             if failed.is_some() {
                 continue; // read the rest, so the session stays in step
@@ -758,8 +783,8 @@ impl Connection {
                 });
                 continue;
             }
-            match read_row(&row, cols, types) {
-                Ok(values) => rows.push(Row::new(values)),
+            match read_row(&row, cols, types).and_then(|values| sink(cols, Row::new(values))) {
+                Ok(()) => {}
                 Err(e) => failed = Some(e),
             }
         }
@@ -774,7 +799,7 @@ impl Connection {
             None if may_return_rows(sql) => self.describe_columns(sql, params)?,
             None => Vec::new(),
         };
-        Ok(Rows::new(columns, rows, affected))
+        Ok((columns, affected))
     }
 
     /// The result columns of `sql`, described by the server without running it. The driver
