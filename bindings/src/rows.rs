@@ -65,10 +65,8 @@ fn text_of(v: &Value) -> Option<String> {
         }
         Value::Json(j) => j.to_string(),
         Value::Timestamp { micros, time_zone } => timestamp_text(*micros, *time_zone),
-        // `Value` may grow; render anything new through its debug form
-        // rather than failing.
-        #[allow(unreachable_patterns)]
-        other => format!("{other:?}"),
+        // Intervals, arrays, records and typed values: the core's text form.
+        other => other.pg_text()?,
     })
 }
 

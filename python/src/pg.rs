@@ -6,6 +6,7 @@
 //! a session's mutex (another thread may be using the session), so the interpreter is never
 //! held across the network.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use pyo3::exceptions::PyValueError;
@@ -139,6 +140,8 @@ enum Slot {
 #[pyclass(module = "writerlock._native", name = "PgSession", frozen)]
 pub struct PgSession {
     slot: Mutex<Slot>,
+    /// The serial of the last transaction `execute(begin=True)` opened (0: none).
+    implicit: AtomicU64,
     pid: i32,
     address: String,
 }
@@ -156,6 +159,9 @@ fn refused_tuples(refused: &[RefusedWriter]) -> Vec<RefusedTuple> {
 /// A setting check as `(name, sent, shown, status)`.
 type CheckTuple = (String, String, Option<String>, &'static str);
 
+/// How many rows are read before they become Python tuples, the interpreter taken once.
+const ROW_BATCH: usize = 1000;
+
 /// The columns, rows and row count of a statement, for the Python cursor.
 type Described<'py> = (Py<PyAny>, Bound<'py, PyList>, i64);
 
@@ -165,7 +171,18 @@ impl PgSession {
             pid: conn.pid(),
             address: conn.address().to_string(),
             slot: Mutex::new(Slot::Open(Box::new(conn))),
+            implicit: AtomicU64::new(0),
         }
+    }
+
+    /// Opens the implicit transaction when none is open, and remembers it.
+    fn begin_implicit(&self, c: &mut Connection) -> Result<(), pg::Error> {
+        if !c.in_transaction() {
+            c.begin()?;
+            self.implicit
+                .store(c.transaction_serial(), Ordering::Relaxed);
+        }
+        Ok(())
     }
 
     fn slot(&self) -> MutexGuard<'_, Slot> {
@@ -217,26 +234,71 @@ impl PgSession {
     /// rowcount)` where `description` is `None` for a statement without result columns.
     ///
     /// With `within`, the statement runs only while the transaction numbered `within` (see
-    /// `transaction_serial`) is still open; otherwise it fails and nothing runs.
-    #[pyo3(signature = (sql, params = None, within = None))]
+    /// `transaction_serial`) is still open; otherwise it fails and nothing runs. With
+    /// `begin`, a transaction is opened first when none is open (the connection's implicit
+    /// transaction, PEP 249's default).
+    #[pyo3(signature = (sql, params = None, within = None, begin = false))]
     fn execute<'py>(
         &self,
         py: Python<'py>,
         sql: &str,
         params: Option<&Bound<'py, PyAny>>,
         within: Option<u64>,
+        begin: bool,
     ) -> PyResult<Described<'py>> {
         let values = to_values(params)?;
-        let rows = self.with(py, |c| {
+        // Rows become Python tuples a batch at a time while the rest are still being read,
+        // so the result is never held twice (once as core values, once in Python).
+        let list = PyList::empty(py).unbind();
+        let mut batch: Vec<pg::Row> = Vec::new();
+        let mut failure: Option<PyErr> = None;
+        let mut flush = |columns: &[pg::Column], batch: &mut Vec<pg::Row>| {
+            Python::attach(|py| {
+                let list = list.bind(py);
+                for row in batch.drain(..) {
+                    if failure.is_some() {
+                        continue;
+                    }
+                    let converted = row_to_py(py, row.into_values(), columns)
+                        .and_then(|tuple| list.append(tuple));
+                    if let Err(err) = converted {
+                        failure = Some(err);
+                    }
+                }
+            });
+        };
+        let (columns, affected) = self.with(py, |c| {
             if let Some(serial) = within {
                 if !c.in_transaction_serial(serial) {
                     return Err(pg::Error::WriteEnded);
                 }
             }
-            c.execute(sql, &values)
+            if begin {
+                self.begin_implicit(c)?;
+            }
+            let mut last: Vec<pg::Column> = Vec::new();
+            let (columns, affected) = c.execute_each(sql, &values, &mut |columns, row| {
+                batch.push(row);
+                if batch.len() >= ROW_BATCH {
+                    flush(columns, &mut batch);
+                }
+                if last.is_empty() {
+                    last = columns.to_vec();
+                }
+                Ok(())
+            })?;
+            if !batch.is_empty() {
+                flush(&last, &mut batch);
+            }
+            Ok((columns, affected))
         })?;
-        let columns = rows.columns().to_vec();
-        let affected = i64::try_from(rows.affected()).unwrap_or(i64::MAX);
+        // A value Python cannot hold (after the whole result was read: the session is in
+        // step, and the statement itself succeeded).
+        if let Some(err) = failure {
+            return Err(err);
+        }
+        let list = list.into_bound(py);
+        let affected = i64::try_from(affected).unwrap_or(i64::MAX);
         let description: Py<PyAny> = if columns.is_empty() {
             py.None()
         } else {
@@ -259,24 +321,94 @@ impl PgSession {
                 .collect::<PyResult<Vec<_>>>()?;
             PyTuple::new(py, items)?.into_any().unbind()
         };
-        let list = PyList::empty(py);
-        for row in rows.into_rows() {
-            list.append(row_to_py(py, row.into_values(), &columns)?)?;
-        }
         Ok((description, list, affected))
     }
 
     /// Runs a script of statements without parameters (the simple query protocol); with
-    /// `within`, only inside that transaction (see `execute`).
-    #[pyo3(signature = (sql, within = None))]
-    fn execute_batch(&self, py: Python<'_>, sql: &str, within: Option<u64>) -> PyResult<()> {
+    /// `within`, only inside that transaction, with `begin`, inside the implicit
+    /// transaction (see `execute`).
+    #[pyo3(signature = (sql, within = None, begin = false))]
+    fn execute_batch(
+        &self,
+        py: Python<'_>,
+        sql: &str,
+        within: Option<u64>,
+        begin: bool,
+    ) -> PyResult<()> {
         self.with(py, |c| {
             if let Some(serial) = within {
                 if !c.in_transaction_serial(serial) {
                     return Err(pg::Error::WriteEnded);
                 }
             }
+            if begin {
+                self.begin_implicit(c)?;
+            }
             c.execute_batch(sql)
+        })
+    }
+
+    /// Runs `sql` once per parameter sequence of `seq_of_params`, many statements to a
+    /// message (see `writerlock::pg::many`); returns the rows changed in all. `within` and
+    /// `begin` as for `execute`.
+    #[pyo3(signature = (sql, seq_of_params, within = None, begin = false))]
+    fn execute_many<'py>(
+        &self,
+        py: Python<'py>,
+        sql: &str,
+        seq_of_params: &Bound<'py, PyAny>,
+        within: Option<u64>,
+        begin: bool,
+    ) -> PyResult<u64> {
+        let mut rows = Vec::new();
+        for params in seq_of_params.try_iter()? {
+            let params = params?;
+            rows.push(to_values(Some(&params))?);
+        }
+        self.with(py, |c| {
+            if let Some(serial) = within {
+                if !c.in_transaction_serial(serial) {
+                    return Err(pg::Error::WriteEnded);
+                }
+            }
+            if begin {
+                self.begin_implicit(c)?;
+            }
+            c.execute_many(sql, &rows)
+        })
+    }
+
+    /// Makes way for a write's transaction, whose first statement must be the writer lock:
+    /// an implicit transaction (opened by `execute(begin=True)`) that wrote nothing (the
+    /// server assigned it no transaction id) is rolled back, losing nothing. Returns `False`
+    /// when the open implicit transaction has uncommitted changes (left as they are), `True`
+    /// otherwise.
+    fn release_for_write(&self, py: Python<'_>) -> PyResult<bool> {
+        self.with(py, |c| {
+            let serial = self.implicit.load(Ordering::Relaxed);
+            if serial == 0 || !c.in_transaction_serial(serial) {
+                return Ok(true);
+            }
+            let rows = c.execute("SELECT txid_current_if_assigned() IS NULL", &[])?;
+            let read_only = rows
+                .first()
+                .and_then(|r| r.get(0))
+                .and_then(pg::Value::as_bool)
+                .unwrap_or(false);
+            if read_only {
+                c.rollback()?;
+            }
+            Ok(read_only)
+        })
+    }
+
+    /// Whether the open transaction is the implicit one `execute(begin=True)` opened.
+    #[getter]
+    fn in_implicit_transaction(&self, py: Python<'_>) -> bool {
+        let serial = self.implicit.load(Ordering::Relaxed);
+        py.detach(|| match &*self.slot() {
+            Slot::Open(conn) => serial != 0 && conn.in_transaction_serial(serial),
+            Slot::Gone(_) => false,
         })
     }
 

@@ -1,28 +1,59 @@
 //! Values of the Postgres session in both directions.
 //!
-//! Parameters: `None`, `bool`, `int` (beyond 64 bits as numeric text), `float`, `str`,
-//! `bytes`/`bytearray`/`memoryview` (to `bytea` only), `datetime.datetime` (an aware one is
-//! sent as an instant in UTC, a naive one as a wall-clock reading), `datetime.date`,
-//! `datetime.time`, `decimal.Decimal`, `uuid.UUID`, and `dict`/`list` as JSON.
+//! Parameters carry their Python type, as psycopg 3 sends them: `None`, `bool`, `int`
+//! (`int2`/`int4`/`int8` by size, `numeric` beyond 64 bits), `float` (`float8`), `str`
+//! (untyped: the server takes the type the statement expects), `bytes`/`bytearray`/
+//! `memoryview` (`bytea`), `datetime.datetime` (`timestamptz` when aware, `timestamp` when
+//! naive), `datetime.date`, `datetime.time` (`timetz` when aware), `datetime.timedelta`
+//! (`interval`), `decimal.Decimal` (`numeric`), `uuid.UUID`, `ipaddress` addresses and
+//! interfaces (`inet`) and networks (`cidr`), `list` (an array of its elements' type), `dict`
+//! and `writerlock.postgres.Json` (JSON, untyped).
 //!
-//! Columns: `NULL` to `None`, booleans, integers, floats, text, `bytea` to `bytes`, `json` and
-//! `jsonb` to `dict`/`list`/..., `timestamptz` to an aware `datetime` in UTC, `timestamp` to a
-//! naive one, `numeric` to `decimal.Decimal`, `date`/`time` to `datetime.date`/`time`, `uuid`
-//! to `uuid.UUID`.
+//! Columns map as psycopg 3 maps them: `NULL` of any type to `None`, booleans, integers,
+//! floats, text, `bytea` to `bytes`, `json`/`jsonb` to what `json.loads` returns (integers of
+//! any size, keys in their order), `timestamp` to a naive `datetime`, `timestamptz` to an
+//! aware one (the connection converts it to the session's `TimeZone`), `numeric` to
+//! `decimal.Decimal`, `date`/`time`/`timetz`/`interval` to `datetime.date`/`time`/
+//! `timedelta`, `uuid` to `uuid.UUID`, `inet`/`cidr` to `ipaddress` objects, arrays to lists,
+//! records to tuples of text, every other readable type to its text. A date or timestamp
+//! Python cannot hold (`infinity`, beyond year 9999, BC) is a `DataError` naming the column
+//! and the value.
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
-use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{
     PyBool, PyByteArray, PyBytes, PyDate, PyDateAccess, PyDateTime, PyDelta, PyDeltaAccess, PyDict,
     PyFloat, PyInt, PyList, PyMemoryView, PyString, PyTime, PyTimeAccess, PyTuple, PyTzInfo,
 };
 use pyo3::PyTypeInfo;
+use pyo3::{import_exception, intern};
 
 use writerlock::calendar::{civil_from_days, days_from_civil};
 use writerlock::pg::{Column, Value};
 
 const MICROS_PER_DAY: i64 = 86_400_000_000;
+
+import_exception!(writerlock._errors, DataError);
+
+/// The DB-API `DataError` for a column value Python cannot hold (SQLSTATE 22008, datetime
+/// field overflow).
+fn data_error(column: &str, problem: &str, text: &str) -> PyErr {
+    DataError::new_err((
+        format!(
+            "column {column}: {problem}: '{text}'; Python cannot hold it: cast the column to \
+             text in the query (for example {column}::text) to read it"
+        ),
+        "22008",
+    ))
+}
+
+/// The OIDs of the types a parameter declares from its Python type.
+const DATE_OID: u32 = 1082;
+const TIME_OID: u32 = 1083;
+const TIMETZ_OID: u32 = 1266;
+const UUID_OID: u32 = 2950;
+const INET_OID: u32 = 869;
+const CIDR_OID: u32 = 650;
 
 /// Microseconds since 1970-01-01 of a datetime's reading, and whether it is aware (then the
 /// result is UTC).
@@ -92,18 +123,55 @@ pub fn to_value(value: &Bound<'_, PyAny>, index: usize) -> PyResult<Value> {
         let (micros, time_zone) = datetime_micros(dt)?;
         return Ok(Value::Timestamp { micros, time_zone });
     }
-    if value.is_instance_of::<PyDate>() || value.is_instance_of::<PyTime>() {
-        return Ok(Value::Text(
-            value.call_method0(intern!(py, "isoformat"))?.extract()?,
-        ));
+    if value.is_instance_of::<PyDate>() {
+        return Ok(Value::Typed {
+            type_oid: DATE_OID,
+            text: value.call_method0(intern!(py, "isoformat"))?.extract()?,
+        });
     }
-    if value.is_instance_of::<PyDict>() || value.is_instance_of::<PyList>() {
+    if value.is_instance_of::<PyTime>() {
+        let aware = !value.getattr(intern!(py, "tzinfo"))?.is_none();
+        return Ok(Value::Typed {
+            type_oid: if aware { TIMETZ_OID } else { TIME_OID },
+            text: value.call_method0(intern!(py, "isoformat"))?.extract()?,
+        });
+    }
+    if let Ok(delta) = value.cast::<PyDelta>() {
+        return Ok(Value::Interval {
+            months: 0,
+            days: delta.get_days(),
+            micros: i64::from(delta.get_seconds()) * 1_000_000
+                + i64::from(delta.get_microseconds()),
+        });
+    }
+    if let Ok(list) = value.cast::<PyList>() {
+        let mut items = Vec::with_capacity(list.len());
+        for item in list.iter() {
+            items.push(to_value(&item, index)?);
+        }
+        return Ok(Value::Array(items));
+    }
+    // postgres.Json and postgres.Jsonb carry the OID of their type (json 114, jsonb 3802).
+    let wrapper: Option<u32> = if value.is_instance_of::<PyDict>() {
+        None
+    } else {
+        match value.getattr(intern!(py, "_writerlock_json")) {
+            Ok(oid) => Some(oid.extract()?),
+            Err(_) => None,
+        }
+    };
+    if value.is_instance_of::<PyDict>() || wrapper.is_some() {
+        let value = if wrapper.is_some() {
+            value.getattr(intern!(py, "obj"))?
+        } else {
+            value.clone()
+        };
         let json = py.import(intern!(py, "json"))?;
         let kwargs = PyDict::new(py);
         kwargs.set_item("allow_nan", false)?;
         let text: String = json
             .getattr(intern!(py, "dumps"))?
-            .call((value,), Some(&kwargs))
+            .call((&value,), Some(&kwargs))
             .map_err(|e| {
                 PyValueError::new_err(format!(
                     "parameter {index} cannot be sent as JSON: {}",
@@ -111,10 +179,13 @@ pub fn to_value(value: &Bound<'_, PyAny>, index: usize) -> PyResult<Value> {
                 ))
             })?
             .extract()?;
+        if let Some(type_oid) = wrapper {
+            return Ok(Value::Typed { type_oid, text });
+        }
         let parsed = serde_json::from_str(&text).map_err(|e| {
             PyValueError::new_err(format!("parameter {index} cannot be sent as JSON: {e}"))
         })?;
-        return Ok(Value::Json(parsed));
+        return Ok(Value::Json(Box::new(parsed)));
     }
     let decimal = py.import(intern!(py, "decimal"))?.getattr("Decimal")?;
     if value.is_instance(&decimal)? {
@@ -127,11 +198,32 @@ pub fn to_value(value: &Bound<'_, PyAny>, index: usize) -> PyResult<Value> {
     }
     let uuid = py.import(intern!(py, "uuid"))?.getattr("UUID")?;
     if value.is_instance(&uuid)? {
-        return Ok(Value::Text(value.str()?.to_string()));
+        return Ok(Value::Typed {
+            type_oid: UUID_OID,
+            text: value.str()?.to_string(),
+        });
+    }
+    let ip = py.import(intern!(py, "ipaddress"))?;
+    for (class, oid) in [
+        ("IPv4Address", INET_OID),
+        ("IPv6Address", INET_OID),
+        ("IPv4Interface", INET_OID),
+        ("IPv6Interface", INET_OID),
+        ("IPv4Network", CIDR_OID),
+        ("IPv6Network", CIDR_OID),
+    ] {
+        if value.is_instance(&ip.getattr(class)?)? {
+            return Ok(Value::Typed {
+                type_oid: oid,
+                text: value.str()?.to_string(),
+            });
+        }
     }
     Err(PyTypeError::new_err(format!(
         "parameter {index} has type {}, which writerlock.postgres cannot send; pass None, bool, \
-         int, float, str, bytes, datetime, date, time, Decimal, UUID, dict or list",
+         int, float, str, bytes, datetime, date, time, timedelta, Decimal, UUID, an ipaddress \
+         address, interface or network, a list (an array), a dict or postgres.Json(value) \
+         (JSON), or convert it to str",
         describe_type(value)
     )))
 }
@@ -175,10 +267,15 @@ fn json_to_py<'py>(py: Python<'py>, value: &serde_json::Value) -> PyResult<Bound
         serde_json::Value::Number(n) => {
             if let Some(i) = n.as_i64() {
                 i.into_pyobject(py)?.into_any()
-            } else if let Some(u) = n.as_u64() {
-                u.into_pyobject(py)?.into_any()
             } else {
-                n.as_f64().unwrap_or(f64::NAN).into_pyobject(py)?.into_any()
+                // Exact digits (the core keeps them): an integer of any size as `int`, a
+                // fraction or exponent as `float`, as `json.loads` reads them.
+                let text = n.to_string();
+                if text.contains(['.', 'e', 'E']) {
+                    PyFloat::type_object(py).call1((text,))?
+                } else {
+                    PyInt::type_object(py).call1((text,))?
+                }
             }
         }
         serde_json::Value::String(s) => PyString::new(py, s).into_any(),
@@ -203,32 +300,32 @@ fn timestamp_to_py<'py>(
     py: Python<'py>,
     micros: i64,
     time_zone: bool,
+    column: &str,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let utc = PyTzInfo::utc(py)?.to_owned();
-    let tz = if time_zone { Some(&utc) } else { None };
     let days = micros.div_euclid(MICROS_PER_DAY);
     let rest = micros.rem_euclid(MICROS_PER_DAY);
     let (year, month, day) = civil_from_days(days);
-    let year = match micros {
-        i64::MAX => 9999,
-        i64::MIN => 1,
-        _ => year,
+    let text = || {
+        Value::Timestamp { micros, time_zone }
+            .pg_text()
+            .unwrap_or_default()
     };
-    if micros == i64::MAX || micros == i64::MIN {
-        // infinity and -infinity: datetime.max and datetime.min.
-        let (month, day, h, m, s, us) = if micros == i64::MAX {
-            (12, 31, 23, 59, 59, 999_999)
-        } else {
-            (1, 1, 0, 0, 0, 0)
-        };
-        return Ok(PyDateTime::new(py, year as i32, month, day, h, m, s, us, tz)?.into_any());
+    if micros == i64::MAX || year > 9999 {
+        return Err(data_error(
+            column,
+            "timestamp too large (after year 10K)",
+            &text(),
+        ));
     }
-    if !(1..=9999).contains(&year) {
-        return Err(PyValueError::new_err(format!(
-            "a timestamp in year {year} is outside Python's datetime range (1 to 9999); cast \
-             the column to text in the query"
-        )));
+    if micros == i64::MIN || year < 1 {
+        return Err(data_error(
+            column,
+            "timestamp too small (before year 1)",
+            &text(),
+        ));
     }
+    let utc = PyTzInfo::utc(py)?.to_owned();
+    let tz = if time_zone { Some(&utc) } else { None };
     let secs = rest / 1_000_000;
     let us = (rest % 1_000_000) as u32;
     Ok(PyDateTime::new(
@@ -245,35 +342,145 @@ fn timestamp_to_py<'py>(
     .into_any())
 }
 
-/// Converts a column value of the column `column` to its Python object.
-pub fn to_py<'py>(py: Python<'py>, value: Value, column: &Column) -> PyResult<Bound<'py, PyAny>> {
+/// An interval as psycopg 3 reads it: a month is 30 days, a year 365.
+fn interval_to_py<'py>(
+    py: Python<'py>,
+    months: i32,
+    days: i32,
+    micros: i64,
+    column: &str,
+) -> PyResult<Bound<'py, PyAny>> {
+    let (years, rest) = (i64::from(months) / 12, i64::from(months) % 12);
+    let total_days = i64::from(days) + 30 * rest + 365 * years;
+    let delta = PyDelta::type_object(py);
+    let kwargs = PyDict::new(py);
+    kwargs.set_item("days", total_days)?;
+    kwargs.set_item("microseconds", micros)?;
+    delta.call((), Some(&kwargs)).map_err(|_| {
+        data_error(
+            column,
+            "interval out of Python's timedelta range",
+            &Value::Interval {
+                months,
+                days,
+                micros,
+            }
+            .pg_text()
+            .unwrap_or_default(),
+        )
+    })
+}
+
+/// A `timetz` text (`12:00:00+02`, `01:02:03.5-05:30`) as an aware `datetime.time`.
+fn timetz_to_py<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyAny>> {
+    let at = text.rfind(['+', '-']).unwrap_or(text.len());
+    let (time, zone) = text.split_at(at);
+    let mut offset = 0i64;
+    if let Some(sign) = zone.chars().next() {
+        let parts: Vec<i64> = zone[1..]
+            .split(':')
+            .map(|p| p.parse().unwrap_or(0))
+            .collect();
+        let secs = parts.first().copied().unwrap_or(0) * 3600
+            + parts.get(1).copied().unwrap_or(0) * 60
+            + parts.get(2).copied().unwrap_or(0);
+        offset = if sign == '-' { -secs } else { secs };
+    }
+    let datetime = py.import(intern!(py, "datetime"))?;
+    let tz = datetime
+        .getattr("timezone")?
+        .call1((PyDelta::new(py, 0, offset as i32, 0, true)?,))?;
+    let naive = PyTime::type_object(py).call_method1(intern!(py, "fromisoformat"), (time,))?;
+    let kwargs = PyDict::new(py);
+    kwargs.set_item("tzinfo", tz)?;
+    naive.call_method("replace", (), Some(&kwargs))
+}
+
+/// A `date` text (`2024-05-01`, `infinity`, `0044-03-15 BC`) as a `datetime.date`.
+fn date_to_py<'py>(py: Python<'py>, text: &str, column: &str) -> PyResult<Bound<'py, PyAny>> {
+    if text == "infinity" || text.split('-').next().is_some_and(|y| y.len() > 4) {
+        return Err(data_error(column, "date too large (after year 10K)", text));
+    }
+    if text == "-infinity" || text.ends_with(" BC") {
+        return Err(data_error(column, "date too small (before year 1)", text));
+    }
+    PyDate::type_object(py).call_method1(intern!(py, "fromisoformat"), (text,))
+}
+
+/// Converts a column value of type `type_name` (in column `column`) to its Python object.
+pub fn value_to_py<'py>(
+    py: Python<'py>,
+    value: Value,
+    type_name: &str,
+    column: &str,
+) -> PyResult<Bound<'py, PyAny>> {
     Ok(match value {
         Value::Null => py.None().into_bound(py),
         Value::Bool(b) => PyBool::new(py, b).to_owned().into_any(),
         Value::Int(i) => i.into_pyobject(py)?.into_any(),
         Value::Float(f) => PyFloat::new(py, f).into_any(),
-        Value::Text(text) => {
-            let converter = match column.type_name() {
-                "date" if !text.contains("infinity") && !text.ends_with(" BC") => {
-                    Some(PyDate::type_object(py).getattr(intern!(py, "fromisoformat"))?)
-                }
-                "time" => Some(PyTime::type_object(py).getattr(intern!(py, "fromisoformat"))?),
-                "uuid" => Some(py.import(intern!(py, "uuid"))?.getattr("UUID")?),
-                _ => None,
-            };
-            match converter {
-                Some(convert) => convert.call1((text.as_str(),))?,
-                None => PyString::new(py, &text).into_any(),
+        Value::Text(text) | Value::Typed { text, .. } => match type_name {
+            "date" => date_to_py(py, &text, column)?,
+            "time" => {
+                PyTime::type_object(py).call_method1(intern!(py, "fromisoformat"), (text,))?
             }
-        }
+            "timetz" => timetz_to_py(py, &text)?,
+            "uuid" => py
+                .import(intern!(py, "uuid"))?
+                .getattr("UUID")?
+                .call1((text,))?,
+            "inet" => {
+                let ip = py.import(intern!(py, "ipaddress"))?;
+                if text.contains('/') {
+                    ip.getattr("ip_interface")?.call1((text,))?
+                } else {
+                    ip.getattr("ip_address")?.call1((text,))?
+                }
+            }
+            "cidr" => py
+                .import(intern!(py, "ipaddress"))?
+                .getattr("ip_network")?
+                .call1((text,))?,
+            _ => PyString::new(py, &text).into_any(),
+        },
         Value::Bytes(bytes) => PyBytes::new(py, &bytes).into_any(),
         Value::Json(json) => json_to_py(py, &json)?,
-        Value::Timestamp { micros, time_zone } => timestamp_to_py(py, micros, time_zone)?,
+        Value::Timestamp { micros, time_zone } => timestamp_to_py(py, micros, time_zone, column)?,
         Value::Numeric(text) => py
             .import(intern!(py, "decimal"))?
             .getattr("Decimal")?
             .call1((text,))?,
+        Value::Interval {
+            months,
+            days,
+            micros,
+        } => interval_to_py(py, months, days, micros, column)?,
+        Value::Array(items) => {
+            let element = type_name.strip_prefix('_').unwrap_or(type_name);
+            let list = PyList::empty(py);
+            for item in items {
+                let elem_type = if matches!(item, Value::Array(_)) {
+                    type_name
+                } else {
+                    element
+                };
+                list.append(value_to_py(py, item, elem_type, column)?)?;
+            }
+            list.into_any()
+        }
+        Value::Record(fields) => {
+            let mut items = Vec::with_capacity(fields.len());
+            for field in fields {
+                items.push(value_to_py(py, field, "text", column)?);
+            }
+            PyTuple::new(py, items)?.into_any()
+        }
     })
+}
+
+/// Converts a column value of the column `column` to its Python object.
+pub fn to_py<'py>(py: Python<'py>, value: Value, column: &Column) -> PyResult<Bound<'py, PyAny>> {
+    value_to_py(py, value, column.type_name(), column.name())
 }
 
 /// A row as a tuple.

@@ -66,7 +66,7 @@ class ScratchDatabase:
         self.admin_url = admin_url()
         self.name = f"wlpy_{tag}_{os.getpid()}_{next(_seq)}"
         self.url = with_database(self.admin_url, self.name)
-        admin = postgres.connect(self.admin_url)
+        admin = postgres.connect(self.admin_url, autocommit=True)
         try:
             admin.execute(f"DROP DATABASE IF EXISTS {self.name} WITH (FORCE)")
             admin.execute(f"CREATE DATABASE {self.name}")
@@ -74,14 +74,18 @@ class ScratchDatabase:
             admin.close()
 
     def connect(self, **options):  # type: ignore[no-untyped-def]
+        """A connection to this database, in autocommit mode unless ``autocommit=False`` is
+        passed: most tests check one statement or one write at a time. The transaction
+        semantics themselves are tested with ``autocommit=False`` (the module's default)."""
         from writerlock import postgres
 
+        options.setdefault("autocommit", True)
         return postgres.connect(self.url, **options)
 
     def drop(self) -> None:
         from writerlock import postgres
 
-        admin = postgres.connect(self.admin_url)
+        admin = postgres.connect(self.admin_url, autocommit=True)
         try:
             admin.execute(f"DROP DATABASE IF EXISTS {self.name} WITH (FORCE)")
         finally:

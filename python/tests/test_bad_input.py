@@ -217,7 +217,9 @@ def test_pg_wrong_types(pg_db) -> None:  # type: ignore[no-untyped-def]
         c.execute("INSERT INTO only_int VALUES (?)", (b"raw",))
     assert c.execute("SELECT ?::text", (b"raw",)).fetchone() == ("\\x726177",)
     with pytest.raises(sqlite3.NotSupportedError, match="cast it in the query"):
-        c.execute("SELECT '127.0.0.1'::inet AS addr")
+        c.execute("SELECT 'a & b'::tsquery AS words")
+    # NULL of any type is None, even of a type without a Python value.
+    assert c.execute("SELECT NULL::tsquery AS words").fetchone() == (None,)
     with pytest.raises(TypeError):
         postgres.setup_schema("not a connection")  # type: ignore[arg-type]
     with pytest.raises(TypeError):
@@ -268,7 +270,7 @@ def test_pg_dsn_that_cannot_connect() -> None:
 
 
 def test_pg_session_ended_in_mid_transaction(pg_db) -> None:  # type: ignore[no-untyped-def]
-    pool = postgres.Pool(pg_db.url, size=2)
+    pool = postgres.Pool(pg_db.url, size=2, autocommit=True)
     c = pool.take()
     postgres.setup_schema(c)
     c.execute("INSERT INTO ledgers (slug, generation) VALUES ('main', 0)")

@@ -173,7 +173,7 @@ def password_role(monkeypatch, tmp_path):  # type: ignore[no-untyped-def]
     cluster's pg_hba.conf), removed afterwards."""
     if os.geteuid() != 0:
         pytest.skip("needs root to add a password rule to the test cluster's pg_hba.conf")
-    admin = postgres.connect(admin_url())
+    admin = postgres.connect(admin_url(), autocommit=True)
     hba = admin.execute("SHOW hba_file").fetchone()[0]
     if not os.access(hba, os.W_OK):
         admin.close()

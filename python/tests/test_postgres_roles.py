@@ -46,7 +46,7 @@ def _as(url: str, user: str) -> str:
 
 def test_a_writer_role_with_data_grants_only_writes_from_a_fresh_process(pg_db) -> None:  # type: ignore[no-untyped-def]
     role = f"wlpy_writer_{os.getpid()}"
-    admin = postgres.connect(pg_db.admin_url)
+    admin = postgres.connect(pg_db.admin_url, autocommit=True)
     admin.execute(f"DROP ROLE IF EXISTS {role}")
     admin.execute(f"CREATE ROLE {role} LOGIN")
     try:

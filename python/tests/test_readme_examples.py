@@ -76,6 +76,8 @@ def test_the_example_runs(name: str, tmp_path: Path, request: pytest.FixtureRequ
         assert done.stdout.strip().endswith("1 event(s)"), done.stdout
     if name == "sqlalchemy_recipe.py":
         assert done.stdout.strip() == "False", done.stdout
+    if name == "postgres_jsonb.py":
+        assert done.stdout.split("\n")[:2] == ["(True, True)", "(True,)"], done.stdout
     if name == "postgres_settings.py":
         assert done.stdout.split("\n")[:3] == [
             "lock_timeout 10s",

@@ -21,8 +21,12 @@ code older than the stored writer floor::
     except sqlite3.OperationalError:   # the writer lock was not granted in 3 waits of 10 seconds
         ...
 
-Outside ``write()`` (or ``begin()``) each statement commits on its own. Statements take ``?``
-placeholders (translated to ``$1..$n`` outside string literals and comments) or ``$1``.
+As PEP 249, psycopg 3 and sqlite3 have it, nothing is kept until ``commit()``: the first
+statement opens a transaction, ``rollback()`` and ``close()`` undo it; ``autocommit=True``
+commits each statement on its own. ``write()`` is a transaction of its own, its writer lock
+the first statement. Statements take ``?`` placeholders (translated to ``$1..$n`` outside
+string literals and comments) or ``$1``; parameters carry their Python type and columns read
+as psycopg 3 reads them.
 Every error is a ``sqlite3.DatabaseError`` subclass (:class:`DatabaseError`) carrying its
 SQLSTATE in ``sqlstate`` and ``code``. The interpreter is released during every call that
 talks to the server.
@@ -44,6 +48,7 @@ import contextlib
 import datetime
 import re
 import time
+import zoneinfo
 from dataclasses import dataclass
 from typing import (
     Literal,
@@ -86,6 +91,8 @@ __all__ = [
     "threadsafety",
     "paramstyle",
     "Binary",
+    "Json",
+    "Jsonb",
     "Date",
     "Time",
     "Timestamp",
@@ -106,6 +113,7 @@ __all__ = [
     "check_session",
     "Connection",
     "Cursor",
+    "ServerCursor",
     "Write",
     "Pool",
     "Alert",
@@ -244,6 +252,45 @@ DATETIME = DBAPITypeObject("DATETIME", "date", "time", "timetz", "timestamp", "t
 ROWID = DBAPITypeObject("ROWID", "oid", "tid")
 
 _INSERT = re.compile(r"\A(?:\s+|--[^\n]*(?:\n|\Z)|/\*.*?\*/)*INSERT\b", re.IGNORECASE | re.DOTALL)
+# Statements whose command tag counts rows (rowcount); the others (DDL, SET...) give -1.
+_COUNTS = re.compile(
+    r"\A(?:\s+|--[^\n]*(?:\n|\Z)|/\*.*?\*/|\()*"
+    r"(?:INSERT|UPDATE|DELETE|MERGE|COPY|MOVE|FETCH|SELECT|WITH|VALUES|TABLE|EXECUTE)\b",
+    re.IGNORECASE | re.DOTALL,
+)
+# Statements that may change the session's TimeZone (read again before the next timestamptz).
+_ZONE_CHANGE = re.compile(r"time\s*zone|\breset\b|\bdiscard\b", re.IGNORECASE)
+_ZONED = frozenset(("timestamptz", "_timestamptz"))
+
+
+class Json:
+    """A value sent as ``json``, as psycopg's ``Json``: ``conn.execute("INSERT INTO t (doc)
+    VALUES (?)", (postgres.Json([1, 2]),))``. A plain ``dict`` goes as JSON without a type
+    (the server takes the column's); a ``list`` goes as an array, so wrap a JSON array."""
+
+    __slots__ = ("obj",)
+    _writerlock_json = 114
+
+    def __init__(self, obj: Any) -> None:
+        self.obj = obj
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.obj!r})"
+
+
+class Jsonb(Json):
+    """A value sent as ``jsonb``, as psycopg's ``Jsonb``."""
+
+    __slots__ = ()
+    _writerlock_json = 3802
+
+
+def _localized(value: Any, zone: datetime.tzinfo) -> Any:
+    if isinstance(value, datetime.datetime):
+        return value.astimezone(zone)
+    if isinstance(value, list):
+        return [_localized(v, zone) for v in value]
+    return value
 
 
 def _pyformat_error(marker: str) -> ProgrammingError:
@@ -391,81 +438,287 @@ class Cursor:
         self.description: Optional[Tuple[Tuple[Any, ...], ...]] = None
         self.rowcount: int = -1
         self.row_factory: Optional[Callable[[Any, Tuple[Any, ...]], Any]] = connection.row_factory
-        self._rows: List[Tuple[Any, ...]] = []
+        self._rows: Optional[List[Tuple[Any, ...]]] = None
         self._pos = 0
+        self._closed = False
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ProgrammingError("the cursor is closed (cursor.close() was called); use a new one")
 
     def execute(self, sql: str, params: Params = (), *, _within: Optional[int] = None) -> "Cursor":
-        """Runs one statement with ``?`` or ``$n`` placeholders."""
+        """Runs one statement with ``?`` or ``$n`` placeholders. Unless the connection is in
+        autocommit mode, a transaction is opened first when none is open."""
+        self._check_open()
+        description, rows, affected = self._run(sql, params, _within)
+        if description is not None:
+            self._rows = rows
+            self.rowcount = len(rows)
+        else:
+            self._rows = None
+            self.rowcount = affected if _COUNTS.match(sql) else -1
+        self.lastrowid = _lastrowid(sql, description, rows)
+        self.description = description
+        self._pos = 0
+        return self
+
+    def _run(
+        self, sql: str, params: Params, within: Optional[int]
+    ) -> Tuple[Any, List[Tuple[Any, ...]], int]:
+        """Runs one statement (opening the implicit transaction unless in autocommit mode or
+        inside a write); timestamptz values come in the session's TimeZone."""
         if not isinstance(sql, str):
             raise TypeError(f"sql must be a str, not {type(sql).__name__}")
         _check_placeholders(sql, params)
+        conn = self.connection
+        begin = within is None and not conn._autocommit
         try:
-            description, rows, rowcount = self.connection._session.execute(sql, params, _within)
+            description, rows, affected = conn._session.execute(sql, params, within, begin)
         except ProgrammingError as err:
             marker = _native.pg_pyformat_marker(sql) if err.sqlstate == "42601" else None
             if marker is not None:
                 raise _pyformat_error(marker) from err
             raise
-        self.lastrowid = _lastrowid(sql, description, rows)
-        self.description = description
-        self._rows = rows
-        self._pos = 0
-        self.rowcount = rowcount
-        return self
+        finally:
+            if _ZONE_CHANGE.search(sql):
+                conn._zone = None
+        if description is not None and rows:
+            zoned = [i for i, d in enumerate(description) if d[1] in _ZONED]
+            if zoned:
+                zone = conn._session_zone()
+                rows = [
+                    tuple(_localized(v, zone) if i in zoned else v for i, v in enumerate(row))
+                    for row in rows
+                ]
+        return description, rows, affected
 
     def executemany(
         self, sql: str, seq_of_params: Iterable[Params], *, _within: Optional[int] = None
     ) -> "Cursor":
-        """Runs one statement once per parameter sequence; ``rowcount`` is the sum."""
+        """Runs one statement once per parameter sequence; ``rowcount`` is the sum (-1 when
+        the statement counts no rows). Inside a transaction (the default mode, or a write)
+        the statements go many to a message, each with its parameters written as literals of
+        the types they declare, one round trip per thousand rows; in autocommit mode each
+        runs, and commits, on its own. Rows the statement returns are not kept."""
+        self._check_open()
+        conn = self.connection
+        if _within is not None or not conn._autocommit:
+            if not isinstance(sql, str):
+                raise TypeError(f"sql must be a str, not {type(sql).__name__}")
+            if not isinstance(seq_of_params, (list, tuple)):
+                seq_of_params = list(seq_of_params)
+            if seq_of_params:
+                _check_placeholders(sql, seq_of_params[0])
+            changed = conn._session.execute_many(sql, seq_of_params, _within, _within is None)
+            self.description = None
+            self._rows = None
+            self._pos = 0
+            self.lastrowid = None
+            self.rowcount = changed if _COUNTS.match(sql) else -1
+            return self
         total = 0
         for params in seq_of_params:
             self.execute(sql, params, _within=_within)
-            total += max(self.rowcount, 0)
+            total = -1 if self.rowcount < 0 or total < 0 else total + self.rowcount
         self.rowcount = total
         return self
 
     def _make(self, row: Tuple[Any, ...]) -> Any:
         return row if self.row_factory is None else self.row_factory(self, row)
 
+    def _result(self) -> List[Tuple[Any, ...]]:
+        self._check_open()
+        if self._rows is None:
+            raise ProgrammingError(
+                "there is no result to fetch: the last statement returned no rows (only a "
+                "statement that returns rows, such as SELECT or ... RETURNING, has a result), "
+                "or none ran on this cursor yet"
+            )
+        return self._rows
+
     def fetchone(self) -> Any:
-        """The next row, or ``None``."""
-        if self._pos >= len(self._rows):
+        """The next row, or ``None`` when there are no more."""
+        rows = self._result()
+        if self._pos >= len(rows):
             return None
-        row = self._rows[self._pos]
+        row = rows[self._pos]
         self._pos += 1
         return self._make(row)
 
     def fetchmany(self, size: Optional[int] = None) -> List[Any]:
-        """Up to ``size`` (default ``arraysize``) more rows."""
+        """Up to ``size`` (default ``arraysize``) more rows; a negative ``size`` takes all
+        the remaining rows."""
+        rows = self._result()
         n = self.arraysize if size is None else size
-        rows = self._rows[self._pos : self._pos + n]
-        self._pos += len(rows)
-        return [self._make(r) for r in rows]
+        end = len(rows) if n < 0 else self._pos + n
+        taken = rows[self._pos : end]
+        self._pos += len(taken)
+        return [self._make(r) for r in taken]
 
     def fetchall(self) -> List[Any]:
         """The remaining rows."""
-        rows = self._rows[self._pos :]
-        self._pos = len(self._rows)
-        return [self._make(r) for r in rows]
+        rows = self._result()
+        taken = rows[self._pos :]
+        self._pos = len(rows)
+        return [self._make(r) for r in taken]
 
     def __iter__(self) -> Iterator[Any]:
         return self
 
     def __next__(self) -> Any:
-        if self._pos >= len(self._rows):
+        if self._pos >= len(self._result()):
             raise StopIteration
         return self.fetchone()
 
     def close(self) -> None:
-        """Drops the remaining rows."""
-        self._rows = []
+        """Drops the remaining rows; the cursor cannot be used afterwards."""
+        self._rows = None
         self._pos = 0
+        self._closed = True
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
 
     def setinputsizes(self, sizes: Any) -> None:  # DB-API; nothing to do
         pass
 
     def setoutputsize(self, size: Any, column: Any = None) -> None:  # DB-API; nothing to do
         pass
+
+
+class ServerCursor(Cursor):
+    """A server-side cursor, psycopg 3's ``cursor(name=...)``: ``conn.cursor("big")`` declares
+    the statement as a cursor on the server (``DECLARE big CURSOR FOR ...``) and fetches its
+    rows ``itersize`` (2000) at a time as you read them, so a result of any size streams in
+    bounded memory. It lives in the transaction that declared it (the implicit one unless in
+    autocommit mode; ``withhold=True`` declares it ``WITH HOLD``, to outlive the commit);
+    :meth:`close` closes it on the server. ``description`` is known once ``execute()``
+    returns; ``rowcount`` counts the rows fetched so far."""
+
+    itersize: int = 2000
+
+    def __init__(
+        self,
+        connection: "Connection",
+        name: str,
+        *,
+        scrollable: Optional[bool] = None,
+        withhold: bool = False,
+    ) -> None:
+        super().__init__(connection)
+        if not isinstance(name, str) or not name:
+            raise TypeError("a server-side cursor's name must be a non-empty str")
+        self.name = name
+        self.scrollable = scrollable
+        self.withhold = withhold
+        self._ident = '"' + name.replace('"', '""') + '"'
+        self._serial: Optional[int] = None
+        self._done = True
+
+    def execute(self, sql: str, params: Params = (), *, _within: Optional[int] = None) -> "Cursor":
+        """Declares ``sql`` as the cursor (closing the one this object declared before) and
+        fetches its first rows."""
+        self._check_open()
+        self._close_on_server()
+        scroll = {None: "", True: "SCROLL ", False: "NO SCROLL "}[self.scrollable]
+        hold = "WITH HOLD" if self.withhold else "WITHOUT HOLD"
+        self._run(f"DECLARE {self._ident} {scroll}CURSOR {hold} FOR {sql}", params, _within)
+        self._serial = self.connection._session.transaction_serial
+        self._within = _within
+        self._done = False
+        self._rows = []
+        self._pos = 0
+        self.rowcount = 0
+        self.lastrowid = None
+        self._fetch(self.itersize)
+        return self
+
+    def executemany(self, sql: str, seq_of_params: Iterable[Params], **_: Any) -> "Cursor":
+        raise NotSupportedError("executemany() is not available on a server-side cursor")
+
+    def _fetch(self, count: Optional[int]) -> None:
+        """Replaces the buffer with the next ``count`` rows (all the rest for ``None``)."""
+        how = "ALL" if count is None else str(max(count, 1))
+        description, rows, _ = self._run(
+            f"FETCH FORWARD {how} FROM {self._ident}", None, getattr(self, "_within", None)
+        )
+        self.description = description
+        self._rows = rows
+        self._pos = 0
+        self.rowcount += len(rows)
+        if count is None or len(rows) < count:
+            self._done = True
+
+    def _need(self) -> List[Tuple[Any, ...]]:
+        rows = self._result()
+        if self._pos >= len(rows) and not self._done:
+            self._fetch(self.itersize)
+            rows = self._result()
+        return rows
+
+    def fetchone(self) -> Any:
+        """The next row, or ``None`` when there are no more."""
+        rows = self._need()
+        if self._pos >= len(rows):
+            return None
+        row = rows[self._pos]
+        self._pos += 1
+        return self._make(row)
+
+    def fetchmany(self, size: Optional[int] = None) -> List[Any]:
+        """Up to ``size`` (default ``arraysize``) more rows; a negative ``size`` takes all
+        the remaining rows."""
+        n = self.arraysize if size is None else size
+        if n < 0:
+            return self.fetchall()
+        out: List[Any] = []
+        while len(out) < n:
+            rows = self._need()
+            if self._pos >= len(rows):
+                break
+            taken = rows[self._pos : self._pos + n - len(out)]
+            self._pos += len(taken)
+            out.extend(self._make(r) for r in taken)
+        return out
+
+    def fetchall(self) -> List[Any]:
+        """The remaining rows."""
+        rows = self._result()
+        out = [self._make(r) for r in rows[self._pos :]]
+        self._pos = len(rows)
+        if not self._done:
+            self._fetch(None)
+            out.extend(self._make(r) for r in self._rows or [])
+            self._pos = len(self._rows or [])
+        return out
+
+    def __next__(self) -> Any:
+        rows = self._need()  # may fetch the next rows, which resets the position
+        if self._pos >= len(rows):
+            raise StopIteration
+        return self.fetchone()
+
+    def _close_on_server(self) -> None:
+        serial, self._serial = self._serial, None
+        if serial is None:
+            return
+        session = self.connection._session
+        if session.closed:
+            return
+        alive = self.withhold or (session.in_transaction and session.transaction_serial == serial)
+        if alive:
+            session.execute(f"CLOSE {self._ident}", None, None, False)
+
+    def close(self) -> None:
+        """Closes the cursor on the server (if its transaction is still open, or it was
+        declared ``WITH HOLD``) and here."""
+        if not self._closed:
+            try:
+                self._close_on_server()
+            finally:
+                super().close()
 
 
 class Write:
@@ -508,6 +761,7 @@ class Write:
         if self._open:
             raise ProgrammingError("this write is already open; use a new conn.write()")
         session = self.connection._session
+        self.connection._make_way_for_write()
         waits, floor, refused = session.begin_write()
         self._serial = session.transaction_serial
         self._open = True
@@ -576,12 +830,15 @@ class Connection:
     ``statement_timeout``, ``connect_timeout``, ``keepalives``, ``keepalives_idle``,
     ``keepalives_interval``, ``keepalives_count``, ``tcp_user_timeout``.
 
-    Outside a transaction each statement commits on its own; :meth:`begin` or ``BEGIN``
-    opens one, :meth:`write` opens a write transaction. As a context manager it behaves like
-    ``sqlite3``: the block is one transaction (opened on entry unless one is open), committed
-    when the block ends and rolled back when it raises; the connection stays open. A
-    ``conn.write()`` inside it must come first, since the writer lock is a transaction's
-    first statement.
+    The first statement opens a transaction that lasts until :meth:`commit` or
+    :meth:`rollback`; :meth:`close` rolls it back (PEP 249). With ``autocommit=True`` each
+    statement commits on its own. :meth:`write` opens a write transaction: plain reads before
+    it are no obstacle (their transaction, which wrote nothing, is rolled back first), while
+    uncommitted changes make it raise :class:`ProgrammingError`. As a context manager it
+    behaves like ``sqlite3``: the block is one transaction (opened on entry unless one is
+    open), committed when the block ends and rolled back when it raises; the connection stays
+    open. A ``conn.write()`` inside it must come first, since the writer lock is a
+    transaction's first statement.
 
     A connection belongs to the process that opened it: in a child after ``fork()`` its
     first use raises :class:`ProgrammingError`, and the parent's session is left alone.
@@ -602,22 +859,83 @@ class Connection:
     NotSupportedError = NotSupportedError
 
     def __init__(
-        self, dsn: str, *, version: int = VERSION, required: int = REQUIRED, **options: Any
+        self,
+        dsn: str,
+        *,
+        version: int = VERSION,
+        required: int = REQUIRED,
+        autocommit: bool = False,
+        **options: Any,
     ) -> None:
         settings = _settings(version, required, options)
+        self._autocommit = bool(autocommit)
+        self._zone: Optional[datetime.tzinfo] = None
         self._session = _native.PgSession.connect(_check_dsn(dsn), settings)
 
     @classmethod
-    def _from_session(cls, session: Any) -> "Connection":
+    def _from_session(cls, session: Any, autocommit: bool = False) -> "Connection":
         conn = cls.__new__(cls)
         conn._session = session
+        conn._autocommit = bool(autocommit)
+        conn._zone = None
         return conn
+
+    @property
+    def autocommit(self) -> bool:
+        """Whether each statement commits on its own (``False`` by default, as PEP 249,
+        psycopg 3 and sqlite3 have it: the first statement opens a transaction that lasts
+        until :meth:`commit` or :meth:`rollback`, and :meth:`close` rolls it back). Changing
+        it inside a transaction raises :class:`ProgrammingError`."""
+        return self._autocommit
+
+    @autocommit.setter
+    def autocommit(self, value: bool) -> None:
+        if bool(value) != self._autocommit and self._session.in_transaction:
+            raise ProgrammingError(
+                "autocommit cannot change while a transaction is open: call commit() or "
+                "rollback() first"
+            )
+        self._autocommit = bool(value)
+
+    def _make_way_for_write(self) -> None:
+        """Rolls back the implicit transaction if it wrote nothing (plain reads), so a write
+        can take the writer lock as its first statement; raises when it has uncommitted
+        changes."""
+        if not self._session.release_for_write():
+            raise ProgrammingError(
+                "the connection has uncommitted changes from before this write, and a write's "
+                "first statement must be the writer lock: call conn.commit() or "
+                "conn.rollback() before conn.write() (reads alone are no obstacle)",
+                "25001",
+            )
+
+    def _session_zone(self) -> datetime.tzinfo:
+        """The session's ``TimeZone``, read once and again after a statement that may change
+        it; UTC when Python does not know its name."""
+        zone = self._zone
+        if zone is None:
+            name = self._session.show("TimeZone") or "UTC"
+            try:
+                zone = zoneinfo.ZoneInfo(name)
+            except Exception:
+                zone = datetime.timezone.utc
+            self._zone = zone
+        return zone
 
     # statements
 
-    def cursor(self) -> Cursor:
-        """A cursor to run statements on."""
-        return Cursor(self)
+    def cursor(
+        self,
+        name: Optional[str] = None,
+        *,
+        scrollable: Optional[bool] = None,
+        withhold: bool = False,
+    ) -> Cursor:
+        """A cursor to run statements on; with ``name``, a :class:`ServerCursor` that streams
+        its rows from a cursor declared on the server."""
+        if name is None:
+            return Cursor(self)
+        return ServerCursor(self, name, scrollable=scrollable, withhold=withhold)
 
     def execute(self, sql: str, params: Params = ()) -> Cursor:
         """Runs one statement with ``?`` or ``$n`` placeholders; returns its cursor."""
@@ -631,14 +949,21 @@ class Connection:
         """Runs a script of statements without parameters (DDL, for example)."""
         if not isinstance(sql, str):
             raise TypeError(f"sql must be a str, not {type(sql).__name__}")
-        self._session.execute_batch(sql)
+        try:
+            self._session.execute_batch(sql, None, not self._autocommit)
+        finally:
+            if _ZONE_CHANGE.search(sql):
+                self._zone = None
         return Cursor(self)
 
     # transactions
 
     def begin(self) -> None:
         """Opens a transaction (``cannot start a transaction within a transaction`` inside
-        one)."""
+        one). The implicit transaction the connection's statements opened counts as this
+        one: ``begin()`` then leaves it open and returns."""
+        if self._session.in_implicit_transaction:
+            return
         self._session.begin()
 
     def commit(self) -> None:
@@ -648,6 +973,7 @@ class Connection:
 
     def rollback(self) -> None:
         """Rolls back the open transaction; nothing when none is open."""
+        self._zone = None
         self._session.rollback()
 
     def write(
@@ -663,7 +989,9 @@ class Connection:
 
     def lock_writer(self) -> int:
         """Takes the writer lock as the first statement of a transaction (opening one if
-        needed); returns the waits it took."""
+        needed; plain reads before it are rolled back first, as for :meth:`write`); returns
+        the waits it took."""
+        self._make_way_for_write()
         return self._session.lock_writer()
 
     # session
@@ -723,9 +1051,17 @@ class Connection:
         return f"<writerlock.postgres.Connection {self.address} {state}>"
 
 
-def connect(dsn: str, *, version: int = VERSION, required: int = REQUIRED, **options: Any) -> Connection:
-    """Opens a :class:`Connection` at ``dsn`` with the writer-session settings."""
-    return Connection(dsn, version=version, required=required, **options)
+def connect(
+    dsn: str,
+    *,
+    version: int = VERSION,
+    required: int = REQUIRED,
+    autocommit: bool = False,
+    **options: Any,
+) -> Connection:
+    """Opens a :class:`Connection` at ``dsn`` with the writer-session settings; with
+    ``autocommit=True`` each statement commits on its own."""
+    return Connection(dsn, version=version, required=required, autocommit=autocommit, **options)
 
 
 class Pool:
@@ -741,14 +1077,17 @@ class Pool:
         *,
         version: int = VERSION,
         required: int = REQUIRED,
+        autocommit: bool = False,
         **options: Any,
     ) -> None:
         settings = _settings(version, required, options)
+        self._autocommit = bool(autocommit)
         self._pool = _native.PgPool(_check_dsn(dsn), settings, size)
 
     def take(self) -> Connection:
-        """An idle connection that is still open, or a new one."""
-        return Connection._from_session(self._pool.take())
+        """An idle connection that is still open, or a new one (in autocommit mode when the
+        pool was made with ``autocommit=True``)."""
+        return Connection._from_session(self._pool.take(), self._autocommit)
 
     def give(self, conn: Connection) -> None:
         """Takes ``conn`` back. A connection to another address or with other settings (such
@@ -790,6 +1129,7 @@ def setup_schema(conn: Any, extra_sql: Optional[str] = None, **options: Any) -> 
                 "setup_schema() takes settings only with a psycopg connection; a "
                 "writerlock.postgres.Connection carries its own"
             )
+        conn._make_way_for_write()
         conn._session.setup_schema(extra_sql)
         return
     driver = _drivers.driver_for(conn)

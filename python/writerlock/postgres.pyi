@@ -23,6 +23,8 @@ __all__ = [
     "threadsafety",
     "paramstyle",
     "Binary",
+    "Json",
+    "Jsonb",
     "Date",
     "Time",
     "Timestamp",
@@ -43,6 +45,7 @@ __all__ = [
     "check_session",
     "Connection",
     "Cursor",
+    "ServerCursor",
     "Write",
     "Pool",
     "Alert",
@@ -107,6 +110,16 @@ Binary = bytes
 Date = datetime.date
 Time = datetime.time
 Timestamp = datetime.datetime
+
+class Json:
+    """A value sent as ``json`` (a plain ``dict`` goes as JSON too; a ``list`` is an
+    array)."""
+
+    obj: Any
+    def __init__(self, obj: Any) -> None: ...
+
+class Jsonb(Json):
+    """A value sent as ``jsonb``."""
 
 def DateFromTicks(ticks: float) -> datetime.date: ...
 def TimeFromTicks(ticks: float) -> datetime.time: ...
@@ -232,8 +245,27 @@ class Cursor:
     def __iter__(self) -> Iterator[Any]: ...
     def __next__(self) -> Any: ...
     def close(self) -> None: ...
+    @property
+    def closed(self) -> bool: ...
     def setinputsizes(self, sizes: Any) -> None: ...
     def setoutputsize(self, size: Any, column: Any = ...) -> None: ...
+
+class ServerCursor(Cursor):
+    """``conn.cursor(name)``: a cursor declared on the server, its rows fetched ``itersize``
+    at a time."""
+
+    itersize: int
+    name: str
+    scrollable: Optional[bool]
+    withhold: bool
+    def __init__(
+        self,
+        connection: Connection,
+        name: str,
+        *,
+        scrollable: Optional[bool] = ...,
+        withhold: bool = ...,
+    ) -> None: ...
 
 class Write:
     """``with conn.write(ledger, existing_alerts=...) as w:`` — writer lock, floor check,
@@ -271,6 +303,7 @@ class Connection:
         *,
         version: int = ...,
         required: int = ...,
+        autocommit: bool = ...,
         lock_wait: float = ...,
         lock_tries: int = ...,
         idle_in_transaction: float = ...,
@@ -282,7 +315,9 @@ class Connection:
         keepalives_count: int = ...,
         tcp_user_timeout: float = ...,
     ) -> None: ...
-    def cursor(self) -> Cursor: ...
+    def cursor(
+        self, name: Optional[str] = None, *, scrollable: Optional[bool] = None, withhold: bool = False
+    ) -> Cursor: ...
     def execute(self, sql: str, params: _Params = ...) -> Cursor: ...
     def executemany(self, sql: str, seq_of_params: Iterable[_Params]) -> Cursor: ...
     def executescript(self, sql: str) -> Cursor: ...
@@ -294,6 +329,10 @@ class Connection:
     def show(self, name: str) -> Optional[str]: ...
     def check_settings(self) -> List[Tuple[str, str, Optional[str], str]]: ...
     def close(self) -> None: ...
+    @property
+    def autocommit(self) -> bool: ...
+    @autocommit.setter
+    def autocommit(self, value: bool) -> None: ...
     @property
     def in_transaction(self) -> bool: ...
     @property
@@ -310,6 +349,7 @@ def connect(
     *,
     version: int = ...,
     required: int = ...,
+    autocommit: bool = ...,
     lock_wait: float = ...,
     lock_tries: int = ...,
     idle_in_transaction: float = ...,
@@ -330,6 +370,7 @@ class Pool:
         *,
         version: int = ...,
         required: int = ...,
+        autocommit: bool = ...,
         lock_wait: float = ...,
         lock_tries: int = ...,
         idle_in_transaction: float = ...,

@@ -13,7 +13,9 @@
 //! parameters goes as an unnamed statement (Parse, Bind, Describe, Execute and Sync in one
 //! message, one round trip), never as a named prepared statement, so a transaction pooler
 //! that hands each transaction to another server connection runs each statement with its
-//! own parameters.
+//! own parameters. (A statement that may return rows but returned none is described once
+//! more, Parse and Describe only, for its columns; nothing runs twice. That statement is
+//! named, as the driver describes only named ones, and lives inside one transaction.)
 
 use std::mem::ManuallyDrop;
 use std::sync::{mpsc, Arc, Mutex};
@@ -27,7 +29,7 @@ use postgres::{NoTls, SimpleQueryMessage};
 
 use super::address::{Address, TargetSession};
 use super::error::{describe, Error};
-use super::placeholder::{parameter_count, translate};
+use super::placeholder::{may_return_rows, parameter_count, translate};
 use super::settings::{verify_checks, Settings};
 pub use super::settings::{SettingCheck, SettingStatus};
 use super::socket::{Peer, SessionSocket};
@@ -51,6 +53,9 @@ pub(crate) enum Tx {
 /// The rows of each statement of a simple-query message, each value as [`Value::Text`] (or
 /// [`Value::Null`]).
 pub(crate) type TextResults = Vec<Vec<Vec<Value>>>;
+
+/// What [`Connection::execute_each`] hands each row to, with the result's columns.
+pub type RowSink<'a> = dyn FnMut(&[Column], Row) -> Result<(), Error> + 'a;
 
 /// The most parameters one statement can carry: the protocol counts them in 16 bits.
 pub const MAX_PARAMETERS: usize = 65_535;
@@ -574,11 +579,29 @@ impl Connection {
     /// `BEGIN`, `COMMIT` and `ROLLBACK` sent this way are tracked like [`Connection::begin`]
     /// and friends.
     pub fn execute(&mut self, sql: &str, params: &[Value]) -> Result<Rows, Error> {
+        let mut rows = Vec::new();
+        let (columns, affected) = self.execute_each(sql, params, &mut |_, row| {
+            rows.push(row);
+            Ok(())
+        })?;
+        Ok(Rows::new(columns, rows, affected))
+    }
+
+    /// Runs one statement like [`Connection::execute`], handing each row to `sink` as it is
+    /// read (with the result's columns) instead of keeping them all; returns the columns and
+    /// the row count of the command tag. When `sink` fails, the remaining rows are read
+    /// and dropped (the session stays in step) and its error is returned.
+    pub fn execute_each(
+        &mut self,
+        sql: &str,
+        params: &[Value],
+        sink: &mut RowSink<'_>,
+    ) -> Result<(Vec<Column>, u64), Error> {
         let sql = translate(sql);
         let kind = classify(&sql);
         let committing = kind == Kind::End && is_commit(&sql) && self.in_transaction();
         self.sendable(&sql, params)?;
-        let result = self.query(&sql, params);
+        let result = self.query(&sql, params, sink);
         self.track(kind, result.as_ref().err());
         match result {
             Err(Error::Unsendable { problem, .. }) => Err(self.unsendable(problem)),
@@ -638,6 +661,31 @@ impl Connection {
             classify(statement)
         };
         self.track(kind, result.as_ref().err());
+        result
+    }
+
+    /// Runs a script like [`Connection::execute_batch`] and returns how many rows its
+    /// statements inserted, updated, deleted or returned in all.
+    pub fn execute_batch_counted(&mut self, sql: &str) -> Result<u64, Error> {
+        self.sendable(sql, &[])?;
+        let result = self
+            .usable()
+            .and_then(|()| self.not_ended())
+            .and_then(|()| {
+                self.client
+                    .simple_query(sql)
+                    .map_err(Error::from_driver)
+                    .map(|messages| {
+                        messages
+                            .iter()
+                            .map(|m| match m {
+                                SimpleQueryMessage::CommandComplete(n) => *n,
+                                _ => 0,
+                            })
+                            .sum()
+                    })
+            });
+        self.track(Kind::Other, result.as_ref().err());
         result
     }
 
@@ -772,7 +820,12 @@ impl Connection {
         self.client.batch_execute(sql).map_err(Error::from_driver)
     }
 
-    fn query(&mut self, sql: &str, params: &[Value]) -> Result<Rows, Error> {
+    fn query(
+        &mut self,
+        sql: &str,
+        params: &[Value],
+        sink: &mut RowSink<'_>,
+    ) -> Result<(Vec<Column>, u64), Error> {
         self.usable()?;
         self.not_ended()?;
         // Counted here, before anything is sent, so a wrong count leaves the transaction as
@@ -784,23 +837,15 @@ impl Connection {
                 given: params.len(),
             });
         }
-        // One unnamed statement, one round trip: the parameters go in text format with no
-        // declared type (the server infers each from the statement and converts the text),
-        // except bytes, which go in binary as `bytea`.
-        let typed = params.iter().map(|v| {
-            let ty = match v {
-                Value::Bytes(_) => Type::BYTEA,
-                _ => Type::UNKNOWN,
-            };
-            (v, ty)
-        });
+        // One unnamed statement, one round trip: each parameter declares the type of its
+        // value (see `Value::declared_type`), in text format except bytes.
+        let typed = params.iter().map(|v| (v, v.declared_type()));
         let mut iter = self
             .client
             .query_typed_raw(sql, typed)
             .map_err(Error::from_driver)?;
         let mut columns: Option<(Vec<Column>, Vec<Type>)> = None;
         let mut failed: Option<Error> = None;
-        let mut rows = Vec::new();
         while let Some(row) = iter.next().map_err(Error::from_driver)? {
             if failed.is_some() {
                 continue; // read the rest, so the session stays in step
@@ -821,8 +866,8 @@ impl Connection {
                 });
                 continue;
             }
-            match read_row(&row, cols, types) {
-                Ok(values) => rows.push(Row::new(values)),
+            match read_row(&row, cols, types).and_then(|values| sink(cols, Row::new(values))) {
+                Ok(()) => {}
                 Err(e) => failed = Some(e),
             }
         }
@@ -830,8 +875,50 @@ impl Connection {
             return Err(e);
         }
         let affected = iter.rows_affected().unwrap_or(0);
-        let columns = columns.map(|(c, _)| c).unwrap_or_default();
-        Ok(Rows::new(columns, rows, affected))
+        drop(iter);
+        let columns = match columns {
+            Some((c, _)) => c,
+            // No row came back: describe the statement (no rows run) for its columns.
+            None if may_return_rows(sql) => self.describe_columns(sql, params)?,
+            None => Vec::new(),
+        };
+        Ok((columns, affected))
+    }
+
+    /// The result columns of `sql`, described by the server without running it. The driver
+    /// describes through a named statement, so it is prepared and closed inside one
+    /// transaction (a short one of its own when none is open): behind a transaction pooler
+    /// the name never outlives the server connection's transaction.
+    fn describe_columns(&mut self, sql: &str, params: &[Value]) -> Result<Vec<Column>, Error> {
+        let types: Vec<Type> = params.iter().map(Value::declared_type).collect();
+        let own = !self.in_transaction();
+        if own {
+            self.client
+                .batch_execute("BEGIN")
+                .map_err(Error::from_driver)?;
+        }
+        let described = self
+            .client
+            .prepare_typed(sql, &types)
+            .map(|statement| {
+                statement
+                    .columns()
+                    .iter()
+                    .map(|c| Column::new(c.name(), c.type_()))
+                    .collect()
+            })
+            .map_err(Error::from_driver);
+        // The statement was dropped above: its Close goes out before the ROLLBACK.
+        if own {
+            let ended = self
+                .client
+                .batch_execute("ROLLBACK")
+                .map_err(Error::from_driver);
+            if let (Ok(_), Err(err)) = (&described, ended) {
+                return Err(err);
+            }
+        }
+        described
     }
 
     /// Runs `sql` (several statements, no parameters) as one simple-query message, one

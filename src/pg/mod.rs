@@ -43,6 +43,7 @@ pub mod connection;
 pub mod environment;
 pub mod error;
 pub mod floor;
+pub mod many;
 pub mod placeholder;
 pub mod pool;
 pub mod protocol;

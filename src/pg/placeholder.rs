@@ -52,8 +52,62 @@ pub fn has_placeholders(sql: &str) -> bool {
     marks.positional || !marks.questions.is_empty()
 }
 
+/// `sql` with each `?` or `$n` placeholder replaced by its parameter as a SQL literal of the
+/// type the parameter declares (see [`Value::sql_literal`](super::Value::sql_literal)), for
+/// statements sent many at a time in one simple-query message. `None` when the parameter
+/// count does not match.
+pub(crate) fn inline(sql: &str, params: &[super::Value]) -> Option<String> {
+    let marks = scan(sql);
+    let mut spans: Vec<(usize, usize, usize)> = if marks.positional {
+        marks.dollars
+    } else {
+        marks
+            .questions
+            .iter()
+            .enumerate()
+            .map(|(k, &at)| (at, at + 1, k + 1))
+            .collect()
+    };
+    let expected = if marks.positional {
+        marks.highest
+    } else {
+        spans.len()
+    };
+    if expected != params.len() {
+        return None;
+    }
+    spans.sort_unstable();
+    let mut out = String::with_capacity(sql.len() + 16 * spans.len());
+    let mut last = 0;
+    for (start, end, n) in spans {
+        out.push_str(&sql[last..start]);
+        out.push_str(&params.get(n.checked_sub(1)?)?.sql_literal());
+        last = end;
+    }
+    out.push_str(&sql[last..]);
+    Some(out)
+}
+
+/// Whether `sql` may return rows: it starts with `SELECT`, `WITH`, `VALUES`, `TABLE`,
+/// `SHOW`, `EXPLAIN`, `FETCH` or `EXECUTE`, or has `RETURNING` somewhere. A statement that
+/// returned no row is described again only then, to give its columns.
+pub(crate) fn may_return_rows(sql: &str) -> bool {
+    let first: String = sql
+        .trim_start_matches(|c: char| c.is_whitespace() || c == '(')
+        .chars()
+        .take_while(char::is_ascii_alphabetic)
+        .collect::<String>()
+        .to_ascii_uppercase();
+    matches!(
+        first.as_str(),
+        "SELECT" | "WITH" | "VALUES" | "TABLE" | "SHOW" | "EXPLAIN" | "FETCH" | "EXECUTE"
+    ) || sql.to_ascii_uppercase().contains("RETURNING")
+}
+
 struct Marks {
     questions: Vec<usize>,
+    /// Each `$n`: where it starts, where it ends, and `n`.
+    dollars: Vec<(usize, usize, usize)>,
     positional: bool,
     highest: usize,
     pyformat: Option<(usize, usize)>,
@@ -67,6 +121,7 @@ fn scan(sql: &str) -> Marks {
     let b = sql.as_bytes();
     let mut marks = Marks {
         questions: Vec::new(),
+        dollars: Vec::new(),
         positional: false,
         highest: 0,
         pyformat: None,
@@ -107,6 +162,7 @@ fn scan(sql: &str) -> Marks {
                     marks.positional = true;
                     let n = sql[i + 1..i + 1 + digits].parse().unwrap_or(usize::MAX);
                     marks.highest = marks.highest.max(n);
+                    marks.dollars.push((i, i + 1 + digits, n));
                     i += 1 + digits;
                 } else if let Some(end) = dollar_tag(b, i) {
                     let tag = &b[i..end];
@@ -277,5 +333,25 @@ mod tests {
         assert_eq!(translate("SELECT /* ?"), "SELECT /* ?");
         assert_eq!(translate("SELECT $"), "SELECT $");
         assert_eq!(translate("?"), "$1");
+    }
+
+    #[test]
+    fn inlines_parameters_as_typed_literals() {
+        use crate::pg::Value;
+        let params = [Value::Int(7), Value::from("it's \\ ?"), Value::Null];
+        assert_eq!(
+            inline("INSERT INTO t VALUES (?, ?, ?) -- ?", &params).as_deref(),
+            Some("INSERT INTO t VALUES ((E'7'::int2), (E'it''s \\\\ ?'), NULL) -- ?")
+        );
+        assert_eq!(
+            inline("SELECT $2, $1, $2", &[Value::Int(1), Value::Bool(true)]).as_deref(),
+            Some("SELECT (E't'::bool), (E'1'::int2), (E't'::bool)")
+        );
+        assert_eq!(
+            inline("SELECT ?[1]", &[Value::Array(vec![Value::Int(1 << 20)])]).as_deref(),
+            Some("SELECT (E'{1048576}'::_int4)[1]")
+        );
+        assert_eq!(inline("SELECT ?, ?", &[Value::Int(1)]), None);
+        assert_eq!(inline("SELECT '?'", &[]).as_deref(), Some("SELECT '?'"));
     }
 }

@@ -22,7 +22,7 @@ def create_database(tag: str) -> str:
     """Creates a fresh database and returns its URL."""
     admin = admin_url()
     name = f"wlpy_{tag}_{os.getpid()}"
-    conn = postgres.connect(admin)
+    conn = postgres.connect(admin, autocommit=True)
     try:
         conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
         conn.execute(f"CREATE DATABASE {name}")
@@ -34,7 +34,7 @@ def create_database(tag: str) -> str:
 
 def drop_database(url: str) -> None:
     name = urllib.parse.urlsplit(url).path.lstrip("/")
-    conn = postgres.connect(admin_url())
+    conn = postgres.connect(admin_url(), autocommit=True)
     try:
         conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
     finally:

@@ -21,6 +21,7 @@ try:
     writer = postgres.connect(url)
     postgres.setup_schema(writer)
     writer.execute("INSERT INTO ledgers (slug, generation) VALUES ('main', 0)")
+    writer.commit()
 
     holder = postgres.connect(url, idle_in_transaction=120.0)
     holder.begin()

@@ -22,6 +22,7 @@ try:
     holder = postgres.connect(url)
     postgres.setup_schema(holder)
     holder.execute("INSERT INTO ledgers (slug, generation) VALUES ('main', 0)")
+    holder.commit()
     holding = holder.write("main")
     holding.__enter__()
     holding.execute("UPDATE ledgers SET generation = generation + 1 WHERE slug = 'main'")
