@@ -20,10 +20,6 @@ use writerlock::lockfiles::queue_path;
 use writerlock::wait::{Interrupt, INTERRUPT_CHECK};
 use writerlock::{BusyKind, Error, Strategy, Wait, WriterQueue};
 
-fn wait_secs(s: f64) -> Wait {
-    Wait::transaction(Duration::from_secs_f64(s))
-}
-
 /// Forks a writer that takes the turn with `strategy` and holds it until
 /// killed; returns once it holds the turn.
 fn holder(db: &Path, strategy: Strategy) -> libc::pid_t {
@@ -277,11 +273,6 @@ fn a_panicking_interrupt_check_leaves_the_handle_usable() {
             .unwrap_or_else(|e| panic!("{strategy:?}: the handle is stuck: {e}"));
         queue.rollback(&conn).expect("rollback");
     }
-}
-
-fn is_root() -> bool {
-    // SAFETY: no arguments.
-    unsafe { libc::geteuid() == 0 }
 }
 
 fn skip(test: &str, why: &str) {
@@ -736,8 +727,9 @@ fn a_stopped_head_waiter_does_not_slow_the_others() {
     );
 }
 
-/// The error of a first turn on `db`, with how long it took.
-fn first_turn_error(db: &Path, limit: f64) -> (Option<Error>, Duration) {
+/// The error of a first turn on `db` (`None` when it was granted), with
+/// how long it took.
+fn first_turn_outcome(db: &Path, limit: f64) -> (Option<Error>, Duration) {
     let queue = WriterQueue::new(db);
     let conn = open(db);
     let started = Instant::now();
@@ -753,7 +745,7 @@ fn first_turn_error(db: &Path, limit: f64) -> (Option<Error>, Duration) {
 }
 
 fn expect_unsafe(db: &Path, file: &Path, want: &str) {
-    let (err, took) = first_turn_error(db, 1.0);
+    let (err, took) = first_turn_outcome(db, 1.0);
     let err = err.unwrap_or_else(|| panic!("{want}: the writer used {}", file.display()));
     let text = err.to_string();
     eprintln!("{want}: {text} ({:.1} ms)", took.as_secs_f64() * 1e3);
@@ -820,7 +812,7 @@ fn a_foreign_non_empty_queue_file_is_never_written() {
     let queue = queue_path(&db.path);
     let content = b"#!/bin/sh\necho not a page\n".repeat(10);
     std::fs::write(&queue, &content).expect("queue file");
-    let (err, _) = first_turn_error(&db.path, 2.0);
+    let (err, _) = first_turn_outcome(&db.path, 2.0);
     assert!(err.is_none(), "{err:?}");
     assert_eq!(std::fs::read(&queue).expect("read"), content);
 }
@@ -841,7 +833,7 @@ fn a_leased_lock_file_cannot_outlast_the_limit() {
             &format!("this file system refused a lease (child exit {code})"),
         );
     }
-    let (err, took) = first_turn_error(&db.path, 1.0);
+    let (err, took) = first_turn_outcome(&db.path, 1.0);
     kill9(leaser);
     let err = err.expect("a writer opened a leased file for writing");
     eprintln!("lease: {err} ({:.2} s)", took.as_secs_f64());
@@ -947,7 +939,7 @@ fn an_unreadable_lock_file_is_explained() {
     let pipe = Pipe::new();
     let path = db.path.clone();
     let code = as_nobody(|| {
-        let (err, _) = first_turn_error(&path, 1.0);
+        let (err, _) = first_turn_outcome(&path, 1.0);
         let Some(err) = err else { return 1 };
         let text = err.to_string();
         eprintln!("as nobody: {text}");
