@@ -11,6 +11,7 @@ use writerlock::handoff::inspect;
 use writerlock::lockfiles::queue_path;
 use writerlock::Wait;
 
+pub mod faults;
 pub mod page;
 mod probe;
 #[allow(unused_imports)]
@@ -199,6 +200,12 @@ pub fn wait_secs(s: f64) -> Wait {
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
+}
+
+/// Says why `test` skips (it needs root, or something the kernel or the
+/// file system lacks).
+pub fn skip(test: &str, why: &str) {
+    println!("{test}: skipped: {why}");
 }
 
 /// Waits until `pid` has a place on the hand-off page of `db` (or panics after 10 s).
