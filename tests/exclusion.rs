@@ -10,7 +10,6 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::*;
-use writerlock::handoff::inspect;
 use writerlock::lockfiles::{lock_path, queue_path};
 use writerlock::{BusyKind, Error, Strategy, Wait, WriterQueue};
 
@@ -18,23 +17,6 @@ const STRATEGIES: [Strategy; 2] = [Strategy::Poll, Strategy::Handoff];
 
 fn statement_wait(ms: u64) -> Wait {
     Wait::statement(Duration::from_millis(ms))
-}
-
-/// Waits until `pid` has a place on the hand-off page of `db` (or panics after 10 s).
-fn until_on_page(db: &Path, pid: libc::pid_t) {
-    let until = Instant::now() + Duration::from_secs(10);
-    loop {
-        if inspect(&queue_path(db))
-            .is_some_and(|page| page.queue.iter().any(|w| w.pid == pid as u32))
-        {
-            return;
-        }
-        assert!(
-            Instant::now() < until,
-            "pid {pid} never joined the hand-off line"
-        );
-        std::thread::sleep(Duration::from_millis(1));
-    }
 }
 
 /// Several processes take the turn with `take`/`release` only (no SQLite

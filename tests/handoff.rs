@@ -15,10 +15,6 @@ use writerlock::handoff::{inspect, PAGE_BYTES, PAGE_IDENTITY, SLOTS};
 use writerlock::lockfiles::{lock_path, queue_path};
 use writerlock::{BusyKind, Strategy, Wait, WriterQueue};
 
-fn wait_secs(s: f64) -> Wait {
-    Wait::transaction(Duration::from_secs_f64(s))
-}
-
 fn page_publish(db: &Path, hold: Duration) -> i32 {
     let queue = WriterQueue::with_strategy(db, Strategy::Handoff);
     let conn = open(db);

@@ -123,7 +123,7 @@ fn open_descriptors() -> usize {
 
 /// The error for a lock file that is not a regular file, from a fresh
 /// handle's first turn.
-fn first_turn_error(db: &Path) -> Error {
+fn first_turn_refusal(db: &Path) -> Error {
     let queue = WriterQueue::new(db);
     match queue.take(BusyKind::Transaction, &turn_wait()) {
         Ok(_) => panic!("a turn was granted on {}", db.display()),
@@ -139,10 +139,10 @@ fn a_refused_lock_file_leaves_no_descriptor_open() {
     let fifo = queue_path(&db.path);
     let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).expect("path");
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
-    first_turn_error(&db.path);
+    first_turn_refusal(&db.path);
     let before = open_descriptors();
     for _ in 0..20 {
-        let err = first_turn_error(&db.path);
+        let err = first_turn_refusal(&db.path);
         assert!(err.to_string().contains("is a FIFO"), "{err}");
     }
     assert_eq!(
@@ -159,7 +159,7 @@ fn sockets_and_devices_in_place_of_a_lock_file_are_named() {
     let db = Db::new();
     let socket: PathBuf = lock_path(&db.path);
     let _listener = std::os::unix::net::UnixListener::bind(&socket).expect("bind a socket");
-    let err = first_turn_error(&db.path);
+    let err = first_turn_refusal(&db.path);
     assert!(
         matches!(err, Error::UnsafeLockFile { ref path, .. } if *path == socket),
         "{err:?}"
@@ -179,7 +179,7 @@ fn sockets_and_devices_in_place_of_a_lock_file_are_named() {
     // The null device's numbers (1, 3): opening it harms nothing.
     let rc = unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR | 0o600, libc::makedev(1, 3)) };
     assert_eq!(rc, 0, "mknod: {}", std::io::Error::last_os_error());
-    let err = first_turn_error(&db.path);
+    let err = first_turn_refusal(&db.path);
     assert!(
         err.to_string()
             .contains("is a character device, not a regular file"),
@@ -193,7 +193,7 @@ fn sockets_and_devices_in_place_of_a_lock_file_are_named() {
     let c = std::ffi::CString::new(device.as_os_str().as_encoded_bytes()).expect("path");
     let rc = unsafe { libc::mknod(c.as_ptr(), libc::S_IFBLK | 0o600, libc::makedev(7, 255)) };
     assert_eq!(rc, 0, "mknod: {}", std::io::Error::last_os_error());
-    let err = first_turn_error(&db.path);
+    let err = first_turn_refusal(&db.path);
     assert!(
         err.to_string()
             .contains("is a block device, not a regular file"),
@@ -237,7 +237,7 @@ fn a_lock_file_owned_by_an_unnamed_user_is_explained_by_number() {
                 return 90;
             }
         }
-        let text = first_turn_error(&path).to_string();
+        let text = first_turn_refusal(&path).to_string();
         println!("as nobody: {text}");
         i32::from(!(text.contains("uid 54321") && text.contains("nobody (uid 65534)")))
     });
@@ -273,7 +273,7 @@ fn a_lock_file_that_cannot_be_created_says_why() {
                 return 90;
             }
         }
-        let err = first_turn_error(&path);
+        let err = first_turn_refusal(&path);
         println!("as nobody: {err}");
         let why = match &err {
             Error::LockFile { source, .. } => source.raw_os_error(),

@@ -71,13 +71,16 @@ done <"$tree/.files"
 # The targets go to both the build and the test (--cargo-arg), so a mutant
 # builds only the test binaries that run.
 sqlite_targets=(--cargo-arg=--lib --cargo-arg=--test=queue --cargo-arg=--test=handoff
-    --cargo-arg=--test=faults --cargo-arg=--test=connection --cargo-arg=--test=exclusion
+    --cargo-arg=--test=faults_interrupt --cargo-arg=--test=faults_page
+    --cargo-arg=--test=faults_killed --cargo-arg=--test=faults_files
+    --cargo-arg=--test=connection --cargo-arg=--test=exclusion
     --cargo-arg=--test=lock_files --cargo-arg=--test=turn_slices --cargo-arg=--test=wait_policy)
 sqlite_tests=(-- --skip forty_eight_transactions --skip hot_loop --skip a_stopped_head_waiter
     --skip held_locks_are_seen_while_other_locks_change)
 # The SQLite binaries whose single-threaded harness the runner splits. Never
 # pg_faults: its restarts, freezes and firewall rules must run one at a time.
-export MUTANTS_SPLIT="queue handoff faults exclusion lock_files turn_slices"
+export MUTANTS_SPLIT="queue handoff faults_interrupt faults_page faults_killed faults_files exclusion
+    lock_files turn_slices"
 host="$(rustc -vV | sed -n 's/^host: //p')"
 host="${host^^}"
 export "CARGO_TARGET_${host//-/_}_RUNNER=$root/tests/mutants-runner.sh"

@@ -10,10 +10,6 @@ use std::time::{Duration, Instant};
 use common::*;
 use writerlock::{BusyKind, Error, Strategy, Wait, WriterQueue};
 
-fn wait_secs(s: f64) -> Wait {
-    Wait::transaction(Duration::from_secs_f64(s))
-}
-
 /// One publish through the queue; 0 on success.
 fn queued_publish(db: &Path, queue: &WriterQueue, hold: Duration) -> i32 {
     let conn = open(db);

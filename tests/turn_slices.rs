@@ -4,7 +4,6 @@
 
 mod common;
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -15,15 +14,6 @@ use writerlock::{BusyKind, Strategy, Wait, WriterQueue};
 
 fn turn_wait() -> Wait {
     Wait::transaction(Duration::from_secs(5))
-}
-
-/// Waits until `pid` has a place on the hand-off page of `db` (panics after 10 s).
-fn until_on_page(db: &Path, pid: libc::pid_t) {
-    let until = Instant::now() + Duration::from_secs(10);
-    while !inspect(&queue_path(db)).is_some_and(|p| p.queue.iter().any(|w| w.pid == pid as u32)) {
-        assert!(Instant::now() < until, "the waiter never joined the page");
-        std::thread::sleep(Duration::from_millis(1));
-    }
 }
 
 /// One round: this process holds the turn, a child waits on the page, and

@@ -7,7 +7,11 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rusqlite::Connection;
+use writerlock::handoff::inspect;
+use writerlock::lockfiles::queue_path;
+use writerlock::Wait;
 
+pub mod faults;
 pub mod page;
 mod probe;
 #[allow(unused_imports)]
@@ -184,6 +188,41 @@ pub fn run_together(n: usize, f: impl Fn(usize) -> i32) -> Vec<i32> {
 
 pub fn open(path: &Path) -> Connection {
     Connection::open(path).expect("open database")
+}
+
+/// A wait of `s` seconds for a transaction's turn.
+pub fn wait_secs(s: f64) -> Wait {
+    Wait::transaction(Duration::from_secs_f64(s))
+}
+
+/// Whether the tests run as root (mounts, namespaces, nft rules and other
+/// users' files need it).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Says why `test` skips (it needs root, or something the kernel or the
+/// file system lacks).
+pub fn skip(test: &str, why: &str) {
+    println!("{test}: skipped: {why}");
+}
+
+/// Waits until `pid` has a place on the hand-off page of `db` (or panics after 10 s).
+pub fn until_on_page(db: &Path, pid: libc::pid_t) {
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        if inspect(&queue_path(db))
+            .is_some_and(|page| page.queue.iter().any(|w| w.pid == pid as u32))
+        {
+            return;
+        }
+        assert!(
+            Instant::now() < until,
+            "pid {pid} never joined the hand-off line"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
 }
 
 /// A single-threaded test runner for tests that fork: runs each test in

@@ -7,6 +7,8 @@
 //! servers and change firewall rules. `cargo test --test pg_faults NAME` runs the tests
 //! whose name contains NAME.
 
+#[path = "../common/mod.rs"]
+mod common;
 mod harness;
 
 use std::thread;
