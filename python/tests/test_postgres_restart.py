@@ -43,6 +43,7 @@ def test_pooled_writes_right_after_a_restart_commit(private_cluster: tuple[str, 
     url, cluster = private_cluster
     setup = postgres.connect(url)
     setup.execute("CREATE TABLE restart_rows (tag text)")
+    setup.commit()
     setup.close()
     pool = postgres.Pool(url, size=3)
     taken = [pool.take() for _ in range(3)]

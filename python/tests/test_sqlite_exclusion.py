@@ -327,7 +327,7 @@ def test_a_program_started_by_a_holder_does_not_keep_the_turn_after_it_dies(
 # ---------------------------------------------------------------------------------------------
 # Lock files an operator removes or replaces while a turn is held
 
-HOLDER = """
+TURN_HOLDER = """
     import sys, time, writerlock
     path, strategy, hold = sys.argv[1], sys.argv[2], float(sys.argv[3])
     q = writerlock.WriterQueue(path, strategy=strategy)
@@ -364,7 +364,7 @@ def test_a_lock_file_removed_or_replaced_while_held_lets_no_second_writer_in(
     long_lived.acquire(wait=5.0)
     long_lived.release()
     for queue in (long_lived, writerlock.WriterQueue(db, strategy=strategy)):
-        holder = python(HOLDER, db, strategy, "0.5")
+        holder = python(TURN_HOLDER, db, strategy, "0.5")
         try:
             assert holder.stdout is not None
             assert holder.stdout.readline().strip() == "holding"

@@ -685,3 +685,23 @@ def test_connection_that_routes_writes_through_the_queue_does_not_recurse(db: st
         conn.execute("INSERT INTO rows (worker) VALUES (1)")
     conn.execute("INSERT INTO rows (worker) VALUES (2)")  # queued by the wrapper itself
     assert count(db) == 2 and not q.holding
+
+
+def test_two_queues_of_one_database_nested_in_one_thread_are_refused_at_once(db: str) -> None:
+    # The inner wait could only wait for this very thread: refused at once, naming the
+    # database, instead of waiting out its limit and blaming another writer.
+    q1 = writerlock.WriterQueue(db)
+    q2 = writerlock.WriterQueue(db)
+    with q1.turn(wait=5.0):
+        started = time.monotonic()
+        with pytest.raises(sqlite3.ProgrammingError) as info:
+            with q2.turn(wait=3.0):
+                pass
+        assert time.monotonic() - started < 1.0
+        assert "through another writer queue handle" in str(info.value)
+        assert db in str(info.value)
+        assert not isinstance(info.value, writerlock.Busy)
+    # Threads of one process still wait for each other: another thread gets the turn
+    # once this one gave it back.
+    with q2.turn(wait=5.0):
+        assert q2.holding
