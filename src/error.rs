@@ -383,6 +383,27 @@ impl fmt::Display for LockFileProblem {
 }
 
 impl Error {
+    /// This error's kind, which hosts map to their own class or code.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Busy(_) => ErrorKind::Busy,
+            Error::Interrupted { .. } => ErrorKind::Interrupted,
+            Error::NotStarted { .. } => ErrorKind::NotStarted,
+            Error::Sqlite { .. } => ErrorKind::Sqlite,
+            Error::LockFile { .. } => ErrorKind::LockFile,
+            Error::LockFileAccess { .. } => ErrorKind::LockFileAccess,
+            Error::UnsafeLockFile { .. } => ErrorKind::UnsafeLockFile,
+            Error::Flock { .. } => ErrorKind::Flock,
+            Error::AlreadyHolding => ErrorKind::AlreadyHolding,
+            Error::HeldThroughAnotherHandle { .. } => ErrorKind::HeldThroughAnotherHandle,
+            Error::NotHolding => ErrorKind::NotHolding,
+            Error::InTransaction => ErrorKind::InTransaction,
+            Error::WrongDatabase { .. } => ErrorKind::WrongDatabase,
+            Error::DatabaseReplaced { .. } => ErrorKind::DatabaseReplaced,
+            Error::InvalidArgument { .. } => ErrorKind::InvalidArgument,
+        }
+    }
+
     /// SQLite's result code, where SQLite reported the failure.
     pub fn sqlite_error_code(&self) -> Option<i32> {
         match self {
@@ -401,6 +422,65 @@ impl Error {
     }
 }
 
+/// What kind of [`Error`] this is, one kind per variant, without its fields: what hosts map
+/// to their own classes and codes ([`Error::kind`]). Exhaustive: a host matches it without a
+/// wildcard arm, so a new kind is a compile error in every host until the host maps it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// A wait limit ran out ([`Error::Busy`]).
+    Busy,
+    /// The wait's interrupt check ended the wait ([`Error::Interrupted`]).
+    Interrupted,
+    /// `BEGIN IMMEDIATE` failed for a reason other than a busy database ([`Error::NotStarted`]).
+    NotStarted,
+    /// A statement failed in SQLite ([`Error::Sqlite`]).
+    Sqlite,
+    /// A lock file could not be opened ([`Error::LockFile`]).
+    LockFile,
+    /// A lock file may be opened neither for writing nor for reading ([`Error::LockFileAccess`]).
+    LockFileAccess,
+    /// A lock file is not one the queue may use ([`Error::UnsafeLockFile`]).
+    UnsafeLockFile,
+    /// `flock()` itself failed ([`Error::Flock`]).
+    Flock,
+    /// The calling thread already holds this queue's turn ([`Error::AlreadyHolding`]).
+    AlreadyHolding,
+    /// The calling thread holds the turn through another queue handle ([`Error::HeldThroughAnotherHandle`]).
+    HeldThroughAnotherHandle,
+    /// COMMIT or ROLLBACK was asked of a queue that holds no turn ([`Error::NotHolding`]).
+    NotHolding,
+    /// The connection was already inside a transaction ([`Error::InTransaction`]).
+    InTransaction,
+    /// The connection's database is not the queue's ([`Error::WrongDatabase`]).
+    WrongDatabase,
+    /// The connection's database file was replaced or removed ([`Error::DatabaseReplaced`]).
+    DatabaseReplaced,
+    /// An argument from the caller was unusable ([`Error::InvalidArgument`]).
+    InvalidArgument,
+}
+
+impl ErrorKind {
+    /// Every kind, in declaration order (for the hosts' tests that each maps to a specific
+    /// class or code).
+    pub const ALL: &'static [ErrorKind] = &[
+        ErrorKind::Busy,
+        ErrorKind::Interrupted,
+        ErrorKind::NotStarted,
+        ErrorKind::Sqlite,
+        ErrorKind::LockFile,
+        ErrorKind::LockFileAccess,
+        ErrorKind::UnsafeLockFile,
+        ErrorKind::Flock,
+        ErrorKind::AlreadyHolding,
+        ErrorKind::HeldThroughAnotherHandle,
+        ErrorKind::NotHolding,
+        ErrorKind::InTransaction,
+        ErrorKind::WrongDatabase,
+        ErrorKind::DatabaseReplaced,
+        ErrorKind::InvalidArgument,
+    ];
+}
+
 impl From<Busy> for Error {
     fn from(busy: Busy) -> Self {
         Error::Busy(busy)
@@ -410,6 +490,38 @@ impl From<Busy> for Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each kind's place in [`ErrorKind::ALL`] (exhaustive: a new kind must be placed here).
+    fn position(kind: ErrorKind) -> usize {
+        match kind {
+            ErrorKind::Busy => 0,
+            ErrorKind::Interrupted => 1,
+            ErrorKind::NotStarted => 2,
+            ErrorKind::Sqlite => 3,
+            ErrorKind::LockFile => 4,
+            ErrorKind::LockFileAccess => 5,
+            ErrorKind::UnsafeLockFile => 6,
+            ErrorKind::Flock => 7,
+            ErrorKind::AlreadyHolding => 8,
+            ErrorKind::HeldThroughAnotherHandle => 9,
+            ErrorKind::NotHolding => 10,
+            ErrorKind::InTransaction => 11,
+            ErrorKind::WrongDatabase => 12,
+            ErrorKind::DatabaseReplaced => 13,
+            ErrorKind::InvalidArgument => 14,
+        }
+    }
+
+    #[test]
+    fn every_kind_is_listed_once_in_all() {
+        let places: Vec<usize> = ErrorKind::ALL.iter().map(|k| position(*k)).collect();
+        assert_eq!(places, (0..ErrorKind::ALL.len()).collect::<Vec<_>>());
+        assert_eq!(Error::NotHolding.kind(), ErrorKind::NotHolding);
+        let e = Error::NotStarted {
+            failure: SqliteFailure::new(26, "file is not a database"),
+        };
+        assert_eq!(e.kind(), ErrorKind::NotStarted);
+    }
 
     #[test]
     fn transaction_message_is_the_drivers_text() {
