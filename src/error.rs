@@ -264,13 +264,7 @@ pub enum Error {
     /// The connection's main database is not the file this queue serves, so
     /// its writers would not exclude the writers of that database; nothing
     /// was run.
-    #[error(
-        "this writer queue is for {} but the connection's database is {}; writers exclude \
-         each other only through the queue of the database they write, so nothing was run: \
-         make the queue for the connection's own database file (or from the connection itself)",
-        shown(.queue_database),
-        shown(.connection_database)
-    )]
+    #[error("{}", wrong_database_message(.queue_database, .connection_database, None))]
     WrongDatabase {
         /// The database the queue was made for (absolute).
         queue_database: PathBuf,
@@ -331,6 +325,24 @@ fn shown(path: &std::path::Path) -> String {
     } else {
         path.display().to_string()
     }
+}
+
+/// The text of [`Error::WrongDatabase`]. `for_connection` is the host's own call that makes a
+/// queue from a connection (such as `writerlock.WriterQueue.for_connection(conn)`), named
+/// after the advice where the host has one.
+pub fn wrong_database_message(
+    queue_database: &std::path::Path,
+    connection_database: &std::path::Path,
+    for_connection: Option<&str>,
+) -> String {
+    let call = for_connection.map(|c| format!(": {c}")).unwrap_or_default();
+    format!(
+        "this writer queue is for {} but the connection's database is {}; writers exclude each \
+         other only through the queue of the database they write, so nothing was run: make the \
+         queue for the connection's own database file (or from the connection itself{call})",
+        shown(queue_database),
+        shown(connection_database)
+    )
 }
 
 /// What is wrong with a lock file the queue refuses to use.
@@ -479,6 +491,28 @@ impl ErrorKind {
         ErrorKind::DatabaseReplaced,
         ErrorKind::InvalidArgument,
     ];
+
+    /// The kind's stable name in snake case, such as `wrong_database`: how a host that passes
+    /// kinds as text names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorKind::Busy => "busy",
+            ErrorKind::Interrupted => "interrupted",
+            ErrorKind::NotStarted => "not_started",
+            ErrorKind::Sqlite => "sqlite",
+            ErrorKind::LockFile => "lock_file",
+            ErrorKind::LockFileAccess => "lock_file_access",
+            ErrorKind::UnsafeLockFile => "unsafe_lock_file",
+            ErrorKind::Flock => "flock",
+            ErrorKind::AlreadyHolding => "already_holding",
+            ErrorKind::HeldThroughAnotherHandle => "held_through_another_handle",
+            ErrorKind::NotHolding => "not_holding",
+            ErrorKind::InTransaction => "in_transaction",
+            ErrorKind::WrongDatabase => "wrong_database",
+            ErrorKind::DatabaseReplaced => "database_replaced",
+            ErrorKind::InvalidArgument => "invalid_argument",
+        }
+    }
 }
 
 impl From<Busy> for Error {
@@ -490,6 +524,7 @@ impl From<Busy> for Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     /// Each kind's place in [`ErrorKind::ALL`] (exhaustive: a new kind must be placed here).
     fn position(kind: ErrorKind) -> usize {
@@ -510,6 +545,27 @@ mod tests {
             ErrorKind::DatabaseReplaced => 13,
             ErrorKind::InvalidArgument => 14,
         }
+    }
+
+    #[test]
+    fn wrong_database_names_the_hosts_call() {
+        let e = Error::WrongDatabase {
+            queue_database: PathBuf::from("/srv/a.db"),
+            connection_database: PathBuf::new(),
+        };
+        let core = "this writer queue is for /srv/a.db but the connection's database is an \
+                    in-memory or temporary database; writers exclude each other only through \
+                    the queue of the database they write, so nothing was run: make the queue \
+                    for the connection's own database file (or from the connection itself";
+        assert_eq!(e.to_string(), format!("{core})"));
+        assert_eq!(
+            wrong_database_message(Path::new("/srv/a.db"), Path::new(""), Some("q.for(c)")),
+            format!("{core}: q.for(c))")
+        );
+        let mut names: Vec<&str> = ErrorKind::ALL.iter().map(|k| k.name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), ErrorKind::ALL.len());
     }
 
     #[test]

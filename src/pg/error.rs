@@ -26,6 +26,17 @@ pub fn refusal_message(version: i64, floor: i64) -> String {
     )
 }
 
+/// The text of [`Error::WriteEnded`], with the host's own words for how a write ends (`it was
+/// committed or rolled back`) and for starting a new one (`start a new write`): `this write has
+/// already ended (it was committed or rolled back), so the statement was not run: a write's
+/// statements run only inside its own transaction, under the writer lock; start a new write`.
+pub fn write_ended_message(how_it_ends: &str, start_new: &str) -> String {
+    format!(
+        "this write has already ended ({how_it_ends}), so the statement was not run: a write's \
+         statements run only inside its own transaction, under the writer lock; {start_new}"
+    )
+}
+
 /// Reads the version and floor back out of a refusal text (the inverse of
 /// [`refusal_message`]), so a refusal raised by the trigger becomes [`Error::Refused`].
 pub fn parse_refusal(message: &str) -> Option<(i64, i64)> {
@@ -123,6 +134,37 @@ impl ErrorKind {
         ErrorKind::LimitOutOfRange,
         ErrorKind::Driver,
     ];
+
+    /// The kind's stable name in snake case, such as `lock_not_granted`: how a host that passes
+    /// kinds as text (the Python module's exception table) names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorKind::InvalidUrl => "invalid_url",
+            ErrorKind::Connect => "connect",
+            ErrorKind::ConnectTimedOut => "connect_timed_out",
+            ErrorKind::SettingNotInEffect => "setting",
+            ErrorKind::LockNotGranted => "lock_not_granted",
+            ErrorKind::Refused => "refused",
+            ErrorKind::AlreadyInTransaction => "already_in_transaction",
+            ErrorKind::Database => "database",
+            ErrorKind::SessionEnded => "session_ended",
+            ErrorKind::Closed => "closed",
+            ErrorKind::CommitOutcomeUnknown => "outcome_unknown",
+            ErrorKind::Unsendable => "unsendable",
+            ErrorKind::Forked => "forked",
+            ErrorKind::StartupOptionsRejected => "startup_options_rejected",
+            ErrorKind::WriteEnded => "write_ended",
+            ErrorKind::ForeignConnection => "foreign",
+            ErrorKind::RolledBack => "rolled_back",
+            ErrorKind::ParameterCount => "parameter_count",
+            ErrorKind::Parameter => "parameter",
+            ErrorKind::UnsupportedType => "unsupported_type",
+            ErrorKind::RequiredAboveVersion => "required_above_version",
+            ErrorKind::VersionOutOfRange => "version_out_of_range",
+            ErrorKind::LimitOutOfRange => "limit_out_of_range",
+            ErrorKind::Driver => "driver",
+        }
+    }
 }
 
 /// An error of the Postgres writer session.
@@ -305,9 +347,8 @@ pub enum Error {
 
     /// A statement was run through a write whose transaction has already ended.
     #[error(
-        "this write has already ended (it was committed or rolled back), so the statement was \
-         not run: a write's statements run only inside its own transaction, under the writer \
-         lock; start a new write"
+        "{}",
+        write_ended_message("it was committed or rolled back", "start a new write")
     )]
     WriteEnded,
 
@@ -723,6 +764,27 @@ mod tests {
     fn every_kind_is_listed_once_in_all() {
         let places: Vec<usize> = ErrorKind::ALL.iter().map(|k| position(*k)).collect();
         assert_eq!(places, (0..ErrorKind::ALL.len()).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn names_are_distinct_snake_case() {
+        let mut names: Vec<&str> = ErrorKind::ALL.iter().map(|k| k.name()).collect();
+        assert!(names
+            .iter()
+            .all(|n| n.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')));
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), ErrorKind::ALL.len());
+    }
+
+    #[test]
+    fn write_ended_text_is_unchanged() {
+        assert_eq!(
+            Error::WriteEnded.to_string(),
+            "this write has already ended (it was committed or rolled back), so the statement \
+             was not run: a write's statements run only inside its own transaction, under the \
+             writer lock; start a new write"
+        );
     }
 
     #[test]
