@@ -294,7 +294,9 @@ def class_for_sqlstate(sqlstate: Optional[str]) -> Type[DatabaseError]:
 
 
 def pg_error(kind: str, message: str, sqlstate: Optional[str], attrs: Dict[str, Any]) -> BaseException:
-    """Builds the exception for a Postgres error of ``kind`` (called by the native module)."""
+    """Builds the exception for a Postgres error of ``kind``, the core's name of its kind
+    (called by the native module). A kind missing from ``_BY_KIND`` raises ``KeyError``
+    rather than becoming a generic error."""
     cls = _BY_KIND[kind] or class_for_sqlstate(sqlstate)
     if not issubclass(cls, DatabaseError):
         err = cls(message)
