@@ -264,13 +264,7 @@ pub enum Error {
     /// The connection's main database is not the file this queue serves, so
     /// its writers would not exclude the writers of that database; nothing
     /// was run.
-    #[error(
-        "this writer queue is for {} but the connection's database is {}; writers exclude \
-         each other only through the queue of the database they write, so nothing was run: \
-         make the queue for the connection's own database file (or from the connection itself)",
-        shown(.queue_database),
-        shown(.connection_database)
-    )]
+    #[error("{}", wrong_database_message(.queue_database, .connection_database, None))]
     WrongDatabase {
         /// The database the queue was made for (absolute).
         queue_database: PathBuf,
@@ -333,6 +327,24 @@ fn shown(path: &std::path::Path) -> String {
     }
 }
 
+/// The text of [`Error::WrongDatabase`]. `for_connection` is the host's own call that makes a
+/// queue from a connection (such as `writerlock.WriterQueue.for_connection(conn)`), named
+/// after the advice where the host has one.
+pub fn wrong_database_message(
+    queue_database: &std::path::Path,
+    connection_database: &std::path::Path,
+    for_connection: Option<&str>,
+) -> String {
+    let call = for_connection.map(|c| format!(": {c}")).unwrap_or_default();
+    format!(
+        "this writer queue is for {} but the connection's database is {}; writers exclude each \
+         other only through the queue of the database they write, so nothing was run: make the \
+         queue for the connection's own database file (or from the connection itself{call})",
+        shown(queue_database),
+        shown(connection_database)
+    )
+}
+
 /// What is wrong with a lock file the queue refuses to use.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LockFileProblem {
@@ -383,6 +395,27 @@ impl fmt::Display for LockFileProblem {
 }
 
 impl Error {
+    /// This error's kind, which hosts map to their own class or code.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Busy(_) => ErrorKind::Busy,
+            Error::Interrupted { .. } => ErrorKind::Interrupted,
+            Error::NotStarted { .. } => ErrorKind::NotStarted,
+            Error::Sqlite { .. } => ErrorKind::Sqlite,
+            Error::LockFile { .. } => ErrorKind::LockFile,
+            Error::LockFileAccess { .. } => ErrorKind::LockFileAccess,
+            Error::UnsafeLockFile { .. } => ErrorKind::UnsafeLockFile,
+            Error::Flock { .. } => ErrorKind::Flock,
+            Error::AlreadyHolding => ErrorKind::AlreadyHolding,
+            Error::HeldThroughAnotherHandle { .. } => ErrorKind::HeldThroughAnotherHandle,
+            Error::NotHolding => ErrorKind::NotHolding,
+            Error::InTransaction => ErrorKind::InTransaction,
+            Error::WrongDatabase { .. } => ErrorKind::WrongDatabase,
+            Error::DatabaseReplaced { .. } => ErrorKind::DatabaseReplaced,
+            Error::InvalidArgument { .. } => ErrorKind::InvalidArgument,
+        }
+    }
+
     /// SQLite's result code, where SQLite reported the failure.
     pub fn sqlite_error_code(&self) -> Option<i32> {
         match self {
@@ -401,6 +434,87 @@ impl Error {
     }
 }
 
+/// What kind of [`Error`] this is, one kind per variant, without its fields: what hosts map
+/// to their own classes and codes ([`Error::kind`]). Exhaustive: a host matches it without a
+/// wildcard arm, so a new kind is a compile error in every host until the host maps it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// A wait limit ran out ([`Error::Busy`]).
+    Busy,
+    /// The wait's interrupt check ended the wait ([`Error::Interrupted`]).
+    Interrupted,
+    /// `BEGIN IMMEDIATE` failed for a reason other than a busy database ([`Error::NotStarted`]).
+    NotStarted,
+    /// A statement failed in SQLite ([`Error::Sqlite`]).
+    Sqlite,
+    /// A lock file could not be opened ([`Error::LockFile`]).
+    LockFile,
+    /// A lock file may be opened neither for writing nor for reading ([`Error::LockFileAccess`]).
+    LockFileAccess,
+    /// A lock file is not one the queue may use ([`Error::UnsafeLockFile`]).
+    UnsafeLockFile,
+    /// `flock()` itself failed ([`Error::Flock`]).
+    Flock,
+    /// The calling thread already holds this queue's turn ([`Error::AlreadyHolding`]).
+    AlreadyHolding,
+    /// The calling thread holds the turn through another queue handle ([`Error::HeldThroughAnotherHandle`]).
+    HeldThroughAnotherHandle,
+    /// COMMIT or ROLLBACK was asked of a queue that holds no turn ([`Error::NotHolding`]).
+    NotHolding,
+    /// The connection was already inside a transaction ([`Error::InTransaction`]).
+    InTransaction,
+    /// The connection's database is not the queue's ([`Error::WrongDatabase`]).
+    WrongDatabase,
+    /// The connection's database file was replaced or removed ([`Error::DatabaseReplaced`]).
+    DatabaseReplaced,
+    /// An argument from the caller was unusable ([`Error::InvalidArgument`]).
+    InvalidArgument,
+}
+
+impl ErrorKind {
+    /// Every kind, in declaration order (for the hosts' tests that each maps to a specific
+    /// class or code).
+    pub const ALL: &'static [ErrorKind] = &[
+        ErrorKind::Busy,
+        ErrorKind::Interrupted,
+        ErrorKind::NotStarted,
+        ErrorKind::Sqlite,
+        ErrorKind::LockFile,
+        ErrorKind::LockFileAccess,
+        ErrorKind::UnsafeLockFile,
+        ErrorKind::Flock,
+        ErrorKind::AlreadyHolding,
+        ErrorKind::HeldThroughAnotherHandle,
+        ErrorKind::NotHolding,
+        ErrorKind::InTransaction,
+        ErrorKind::WrongDatabase,
+        ErrorKind::DatabaseReplaced,
+        ErrorKind::InvalidArgument,
+    ];
+
+    /// The kind's stable name in snake case, such as `wrong_database`: how a host that passes
+    /// kinds as text names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorKind::Busy => "busy",
+            ErrorKind::Interrupted => "interrupted",
+            ErrorKind::NotStarted => "not_started",
+            ErrorKind::Sqlite => "sqlite",
+            ErrorKind::LockFile => "lock_file",
+            ErrorKind::LockFileAccess => "lock_file_access",
+            ErrorKind::UnsafeLockFile => "unsafe_lock_file",
+            ErrorKind::Flock => "flock",
+            ErrorKind::AlreadyHolding => "already_holding",
+            ErrorKind::HeldThroughAnotherHandle => "held_through_another_handle",
+            ErrorKind::NotHolding => "not_holding",
+            ErrorKind::InTransaction => "in_transaction",
+            ErrorKind::WrongDatabase => "wrong_database",
+            ErrorKind::DatabaseReplaced => "database_replaced",
+            ErrorKind::InvalidArgument => "invalid_argument",
+        }
+    }
+}
+
 impl From<Busy> for Error {
     fn from(busy: Busy) -> Self {
         Error::Busy(busy)
@@ -410,6 +524,60 @@ impl From<Busy> for Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
+
+    /// Each kind's place in [`ErrorKind::ALL`] (exhaustive: a new kind must be placed here).
+    fn position(kind: ErrorKind) -> usize {
+        match kind {
+            ErrorKind::Busy => 0,
+            ErrorKind::Interrupted => 1,
+            ErrorKind::NotStarted => 2,
+            ErrorKind::Sqlite => 3,
+            ErrorKind::LockFile => 4,
+            ErrorKind::LockFileAccess => 5,
+            ErrorKind::UnsafeLockFile => 6,
+            ErrorKind::Flock => 7,
+            ErrorKind::AlreadyHolding => 8,
+            ErrorKind::HeldThroughAnotherHandle => 9,
+            ErrorKind::NotHolding => 10,
+            ErrorKind::InTransaction => 11,
+            ErrorKind::WrongDatabase => 12,
+            ErrorKind::DatabaseReplaced => 13,
+            ErrorKind::InvalidArgument => 14,
+        }
+    }
+
+    #[test]
+    fn wrong_database_names_the_hosts_call() {
+        let e = Error::WrongDatabase {
+            queue_database: PathBuf::from("/srv/a.db"),
+            connection_database: PathBuf::new(),
+        };
+        let core = "this writer queue is for /srv/a.db but the connection's database is an \
+                    in-memory or temporary database; writers exclude each other only through \
+                    the queue of the database they write, so nothing was run: make the queue \
+                    for the connection's own database file (or from the connection itself";
+        assert_eq!(e.to_string(), format!("{core})"));
+        assert_eq!(
+            wrong_database_message(Path::new("/srv/a.db"), Path::new(""), Some("q.for(c)")),
+            format!("{core}: q.for(c))")
+        );
+        let mut names: Vec<&str> = ErrorKind::ALL.iter().map(|k| k.name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), ErrorKind::ALL.len());
+    }
+
+    #[test]
+    fn every_kind_is_listed_once_in_all() {
+        let places: Vec<usize> = ErrorKind::ALL.iter().map(|k| position(*k)).collect();
+        assert_eq!(places, (0..ErrorKind::ALL.len()).collect::<Vec<_>>());
+        assert_eq!(Error::NotHolding.kind(), ErrorKind::NotHolding);
+        let e = Error::NotStarted {
+            failure: SqliteFailure::new(26, "file is not a database"),
+        };
+        assert_eq!(e.kind(), ErrorKind::NotStarted);
+    }
 
     #[test]
     fn transaction_message_is_the_drivers_text() {

@@ -31,7 +31,10 @@ pub mod sqlite;
 pub mod status;
 pub mod wait;
 
-pub use error::{Busy, BusyKind, Error, LockFileProblem, Result, SqliteFailure};
+pub use error::{
+    wrong_database_message, Busy, BusyKind, Error, ErrorKind, LockFileProblem, Result,
+    SqliteFailure,
+};
 pub use queue::WriterQueue;
 pub use sqlite::{RawSqlite, SqliteHandle, SqliteSession};
 pub use wait::{Interrupt, Strategy, Wait};

@@ -211,25 +211,57 @@ impl wl_error {
     }
 }
 
+/// The C code of each kind of queue error: the one table the C bindings map the SQLite
+/// queue's errors through.
+fn queue_code(kind: writerlock::ErrorKind) -> wl_result {
+    use writerlock::ErrorKind as K;
+    match kind {
+        K::Busy => wl_result::WL_BUSY,
+        K::NotStarted => wl_result::WL_NOT_STARTED,
+        K::Sqlite => wl_result::WL_SQLITE,
+        K::LockFile | K::LockFileAccess | K::UnsafeLockFile | K::Flock => wl_result::WL_IO,
+        K::AlreadyHolding | K::HeldThroughAnotherHandle | K::NotHolding | K::InTransaction => {
+            wl_result::WL_STATE
+        }
+        K::InvalidArgument => wl_result::WL_INVALID_ARGUMENT,
+        K::WrongDatabase | K::DatabaseReplaced => wl_result::WL_WRONG_DATABASE,
+        K::Interrupted => wl_result::WL_INTERRUPTED,
+    }
+}
+
+/// The C code of each kind of Postgres error: the one table the C bindings map the writer
+/// session's errors through. `WL_PG_DRIVER` is for the driver's own failures only.
+fn pg_code(kind: pg::ErrorKind) -> wl_result {
+    use pg::ErrorKind as K;
+    match kind {
+        K::InvalidUrl | K::Connect | K::StartupOptionsRejected | K::ConnectTimedOut => {
+            wl_result::WL_PG_CONNECT
+        }
+        K::SettingNotInEffect => wl_result::WL_PG_SETTING,
+        K::LockNotGranted => wl_result::WL_PG_NOT_GRANTED,
+        K::Refused => wl_result::WL_PG_REFUSED,
+        K::Database => wl_result::WL_PG_DATABASE,
+        K::SessionEnded => wl_result::WL_PG_SESSION_ENDED,
+        K::Closed => wl_result::WL_PG_CLOSED,
+        K::RolledBack => wl_result::WL_PG_ROLLED_BACK,
+        K::CommitOutcomeUnknown => wl_result::WL_PG_OUTCOME_UNKNOWN,
+        K::AlreadyInTransaction | K::WriteEnded | K::Forked => wl_result::WL_STATE,
+        K::ParameterCount
+        | K::Parameter
+        | K::UnsupportedType
+        | K::Unsendable
+        | K::ForeignConnection
+        | K::LimitOutOfRange
+        | K::RequiredAboveVersion
+        | K::VersionOutOfRange => wl_result::WL_INVALID_ARGUMENT,
+        K::Driver => wl_result::WL_PG_DRIVER,
+    }
+}
+
 impl From<writerlock::Error> for wl_error {
     fn from(err: writerlock::Error) -> wl_error {
         use writerlock::Error as E;
-        let code = match &err {
-            E::Busy(_) => wl_result::WL_BUSY,
-            E::NotStarted { .. } => wl_result::WL_NOT_STARTED,
-            E::Sqlite { .. } => wl_result::WL_SQLITE,
-            E::LockFile { .. }
-            | E::LockFileAccess { .. }
-            | E::UnsafeLockFile { .. }
-            | E::Flock { .. } => wl_result::WL_IO,
-            E::AlreadyHolding
-            | E::HeldThroughAnotherHandle { .. }
-            | E::NotHolding
-            | E::InTransaction => wl_result::WL_STATE,
-            E::InvalidArgument { .. } => wl_result::WL_INVALID_ARGUMENT,
-            E::WrongDatabase { .. } | E::DatabaseReplaced { .. } => wl_result::WL_WRONG_DATABASE,
-            E::Interrupted { .. } => wl_result::WL_INTERRUPTED,
-        };
+        let code = queue_code(err.kind());
         let mut out = wl_error::new(code, err.to_string());
         out.sqlite_code = err.sqlite_error_code().unwrap_or(0);
         if let E::LockFile { source, .. }
@@ -257,31 +289,7 @@ impl From<writerlock::Error> for wl_error {
 impl From<pg::Error> for wl_error {
     fn from(err: pg::Error) -> wl_error {
         use pg::Error as E;
-        let code = match &err {
-            E::InvalidUrl { .. } | E::Connect { .. } => wl_result::WL_PG_CONNECT,
-            E::SettingNotInEffect { .. } => wl_result::WL_PG_SETTING,
-            E::LockNotGranted { .. } => wl_result::WL_PG_NOT_GRANTED,
-            E::Refused { .. } => wl_result::WL_PG_REFUSED,
-            E::AlreadyInTransaction => wl_result::WL_STATE,
-            E::Database { .. } => wl_result::WL_PG_DATABASE,
-            E::SessionEnded { .. } => wl_result::WL_PG_SESSION_ENDED,
-            E::Closed { .. } => wl_result::WL_PG_CLOSED,
-            E::RolledBack => wl_result::WL_PG_ROLLED_BACK,
-            E::CommitOutcomeUnknown { .. } => wl_result::WL_PG_OUTCOME_UNKNOWN,
-            E::StartupOptionsRejected { .. } | E::ConnectTimedOut { .. } => {
-                wl_result::WL_PG_CONNECT
-            }
-            E::WriteEnded | E::Forked { .. } => wl_result::WL_STATE,
-            E::ParameterCount { .. }
-            | E::Parameter { .. }
-            | E::UnsupportedType { .. }
-            | E::Unsendable { .. }
-            | E::ForeignConnection { .. }
-            | E::LimitOutOfRange { .. }
-            | E::RequiredAboveVersion { .. }
-            | E::VersionOutOfRange { .. } => wl_result::WL_INVALID_ARGUMENT,
-            _ => wl_result::WL_PG_DRIVER,
-        };
+        let code = pg_code(err.kind());
         let mut out = wl_error::new(code, err.to_string());
         if let Some(code) = err.code() {
             out.details_mut().sqlstate = Some(code.code().to_string());
@@ -520,6 +528,29 @@ fn name_c(code: wl_result) -> &'static std::ffi::CStr {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn every_queue_kind_has_its_own_code() {
+        for kind in writerlock::ErrorKind::ALL {
+            let code = queue_code(*kind);
+            assert!((1..100).contains(&(code as u32)), "{kind:?} -> {code:?}");
+            assert_ne!(code, wl_result::WL_PANIC, "{kind:?}");
+        }
+    }
+
+    #[test]
+    fn every_pg_kind_but_the_drivers_has_a_specific_code() {
+        for kind in pg::ErrorKind::ALL {
+            let code = pg_code(*kind);
+            assert_ne!(code, wl_result::WL_OK, "{kind:?}");
+            assert_ne!(code, wl_result::WL_PANIC, "{kind:?}");
+            assert_eq!(
+                code == wl_result::WL_PG_DRIVER,
+                *kind == pg::ErrorKind::Driver,
+                "{kind:?} -> {code:?}"
+            );
+        }
+    }
 
     #[test]
     fn codes_are_stable() {

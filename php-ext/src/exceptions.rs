@@ -32,17 +32,7 @@ static BASE: AtomicPtr<ClassEntry> = AtomicPtr::new(std::ptr::null_mut());
 static BUSY: AtomicPtr<ClassEntry> = AtomicPtr::new(std::ptr::null_mut());
 static START: AtomicPtr<ClassEntry> = AtomicPtr::new(std::ptr::null_mut());
 
-/// The three classes this module registers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    /// `WriterLock\Exception`: any other failure (bad input, a lock file that
-    /// cannot be opened, a COMMIT that ended the transaction, ...).
-    Base,
-    /// `WriterLock\BusyException`: the wait ran out; nothing was written.
-    Busy,
-    /// `WriterLock\StartException`: the transaction could not start.
-    Start,
-}
+pub use crate::kinds::Kind;
 
 impl Kind {
     fn slot(self) -> &'static AtomicPtr<ClassEntry> {

@@ -18,6 +18,7 @@
 mod direct;
 mod exceptions;
 mod interrupt;
+mod kinds;
 mod queue;
 mod session;
 mod zend;

@@ -336,47 +336,50 @@ impl Seconds<'_> {
     }
 }
 
-/// Turns a core error into the PHP exception that reports it.
+/// Turns a core error into the PHP exception that reports it: its class from the one table
+/// ([`crate::kinds::class_of`]), its message the core's.
 fn to_php(err: &Error) -> PhpException {
-    let message = err.to_string();
-    match err {
-        Error::Busy(busy) => exceptions::busy(&BusyDetails {
-            message: &message,
-            waited: busy.waited,
-            limit: busy.limit,
-            setting: &busy.setting,
-            holder_pid: busy.holder_pid,
-        }),
+    let message = match err {
         Error::WrongDatabase {
             queue_database,
             connection_database,
-        } => {
-            let connection = if connection_database.as_os_str().is_empty() {
-                String::from("in memory or temporary")
-            } else {
-                connection_database.display().to_string()
-            };
-            exceptions::plain(
-                Kind::Base,
-                &format!(
-                    "this writer queue is for {} but the connection's database is {connection}; \
-                     writers exclude each other only through the queue of the database they \
-                     write, so nothing was run: make the queue for the connection's own database \
-                     file, or with WriterLock\\Queue::forConnection($db)",
-                    queue_database.display()
-                ),
-                0,
-            )
-        }
-        Error::NotStarted { failure } => {
-            exceptions::plain(Kind::Start, &message, i64::from(failure.code))
-        }
-        other => exceptions::plain(
-            Kind::Base,
+        } => wrong_database_text(queue_database, connection_database),
+        other => other.to_string(),
+    };
+    match crate::kinds::class_of(err.kind()) {
+        Kind::Busy => match err.busy() {
+            Some(busy) => exceptions::busy(&BusyDetails {
+                message: &message,
+                waited: busy.waited,
+                limit: busy.limit,
+                setting: &busy.setting,
+                holder_pid: busy.holder_pid,
+            }),
+            None => exceptions::plain(Kind::Busy, &message, 5),
+        },
+        kind @ (Kind::Start | Kind::Base) => exceptions::plain(
+            kind,
             &message,
-            other.sqlite_error_code().map(i64::from).unwrap_or(0),
+            err.sqlite_error_code().map(i64::from).unwrap_or(0),
         ),
     }
+}
+
+/// The wrong-database message in PHP's words (it names `WriterLock\Queue::forConnection($db)`
+/// where the core's text has `(or from the connection itself)`).
+fn wrong_database_text(queue_database: &Path, connection_database: &Path) -> String {
+    let connection = if connection_database.as_os_str().is_empty() {
+        String::from("in memory or temporary")
+    } else {
+        connection_database.display().to_string()
+    };
+    format!(
+        "this writer queue is for {} but the connection's database is {connection}; \
+         writers exclude each other only through the queue of the database they \
+         write, so nothing was run: make the queue for the connection's own database \
+         file, or with WriterLock\\Queue::forConnection($db)",
+        queue_database.display()
+    )
 }
 
 /// What a method returns when a signal handler threw during its wait: the

@@ -50,6 +50,12 @@ if ! (cd "$ROOT" && "$CARGO" build --profile "$PROFILE" -p writerlock-php); then
     echo "FAIL: cargo build --profile $PROFILE -p writerlock-php" >&2
     exit 1
 fi
+# The table from the core's error kinds to the exception classes (no PHP process needed).
+echo "checking the exception table: $CARGO test --profile $PROFILE -p writerlock-php --test kinds"
+if ! (cd "$ROOT" && "$CARGO" test --profile "$PROFILE" -p writerlock-php --test kinds --quiet); then
+    echo "FAIL: cargo test -p writerlock-php --test kinds" >&2
+    exit 1
+fi
 EXT="${CARGO_TARGET_DIR:-$ROOT/target}/$PROFILE_DIR/libwriterlock_php.so"
 export WL_EXT="$EXT"
 export WL_ROOT="$ROOT"

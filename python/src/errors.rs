@@ -2,16 +2,17 @@
 //!
 //! The classes live in `writerlock/_errors.py` (they subclass the `sqlite3` exceptions) and
 //! are raised from here: [`Busy`] and [`NotStarted`] through `import_exception!`, the
-//! Postgres errors through `writerlock._errors.pg_error`, which picks the class by kind and
-//! SQLSTATE. Every message is the core's `Display` text.
+//! Postgres errors through `writerlock._errors.pg_error`, which picks the class by the core's
+//! kind name (its one table, `_BY_KIND`) and, for server errors, by SQLSTATE. The queue's
+//! classes come from one table here ([`queue_class`]). Every message is the core's text.
 
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyString};
+use pyo3::types::{PyDict, PyString, PyTuple};
 use pyo3::{import_exception, intern};
 
 use writerlock::pg;
-use writerlock::{Error as WlError, SqliteFailure};
+use writerlock::{Error as WlError, ErrorKind, SqliteFailure};
 
 import_exception!(writerlock._errors, Busy);
 import_exception!(writerlock._errors, NotStarted);
@@ -159,10 +160,81 @@ pub fn sqlite3_error_of(py: Python<'_>, failure: &SqliteFailure) -> Option<PyErr
     built.ok().map(PyErr::from_value)
 }
 
+/// The Python class of a kind of SQLite queue error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum QueueClass {
+    /// `writerlock.Busy`, with the wait's fields.
+    Busy,
+    /// `writerlock.NotStarted`, with SQLite's code (or the exception Python raised, when that
+    /// was a misuse Python reports rather than SQLite refusing `BEGIN`).
+    NotStarted,
+    /// The `sqlite3` class of the exception Python raised, with the core's message
+    /// (`sqlite3.OperationalError` when Python raised none).
+    Sqlite3,
+    /// `writerlock.WrongDatabase`, with the two paths.
+    WrongDatabase,
+    /// `sqlite3.OperationalError` (with the `OSError` as its cause for a lock file).
+    OperationalError,
+    /// `sqlite3.ProgrammingError`.
+    ProgrammingError,
+    /// `ValueError`.
+    ValueError,
+}
+
+impl QueueClass {
+    /// The class's name as Python shows it (for the table's test).
+    fn name(self) -> &'static str {
+        match self {
+            QueueClass::Busy => "writerlock.Busy",
+            QueueClass::NotStarted => "writerlock.NotStarted",
+            QueueClass::Sqlite3 => "sqlite3.Error",
+            QueueClass::WrongDatabase => "writerlock.WrongDatabase",
+            QueueClass::OperationalError => "sqlite3.OperationalError",
+            QueueClass::ProgrammingError => "sqlite3.ProgrammingError",
+            QueueClass::ValueError => "ValueError",
+        }
+    }
+}
+
+/// The class of each kind of SQLite queue error: the one table the module maps the queue's
+/// errors through.
+fn queue_class(kind: ErrorKind) -> QueueClass {
+    use ErrorKind as K;
+    match kind {
+        K::Busy => QueueClass::Busy,
+        K::NotStarted => QueueClass::NotStarted,
+        K::Sqlite => QueueClass::Sqlite3,
+        K::NotHolding | K::AlreadyHolding | K::HeldThroughAnotherHandle => {
+            QueueClass::ProgrammingError
+        }
+        K::InTransaction
+        | K::LockFile
+        | K::LockFileAccess
+        | K::Flock
+        | K::UnsafeLockFile
+        | K::Interrupted => QueueClass::OperationalError,
+        K::WrongDatabase | K::DatabaseReplaced => QueueClass::WrongDatabase,
+        K::InvalidArgument => QueueClass::ValueError,
+    }
+}
+
+/// How Python code makes a queue from a connection, named in the wrong-database message.
+const FOR_CONNECTION: &str = "writerlock.WriterQueue.for_connection(conn)";
+
 /// Turns an error of the SQLite queue into its Python exception. `original` is the exception
 /// Python's `sqlite3` raised during the call, if any (chained as `__cause__`).
 pub fn queue_error(py: Python<'_>, err: WlError, original: Option<PyErr>) -> PyErr {
-    let message = err.to_string();
+    let message = match &err {
+        WlError::WrongDatabase {
+            queue_database,
+            connection_database,
+        } => writerlock::wrong_database_message(
+            queue_database,
+            connection_database,
+            Some(FOR_CONNECTION),
+        ),
+        other => other.to_string(),
+    };
     // A statement run on the connection's own handle raised nothing in Python: its cause is
     // the exception sqlite3 would have raised.
     let original = original.or_else(|| match &err {
@@ -171,79 +243,83 @@ pub fn queue_error(py: Python<'_>, err: WlError, original: Option<PyErr>) -> PyE
         }
         _ => None,
     });
-    match err {
-        WlError::Busy(busy) => {
-            let err = Busy::new_err((
-                message,
-                busy.waited.as_secs_f64(),
-                busy.limit.as_secs_f64(),
-                busy.setting,
-                busy.holder_pid,
-            ));
+    match queue_class(err.kind()) {
+        QueueClass::Busy => {
+            let (waited, limit, setting, holder_pid) = err.busy().map_or_else(
+                || (0.0, 0.0, String::new(), None),
+                |b| {
+                    (
+                        b.waited.as_secs_f64(),
+                        b.limit.as_secs_f64(),
+                        b.setting.clone(),
+                        b.holder_pid,
+                    )
+                },
+            );
+            let err = Busy::new_err((message, waited, limit, setting, holder_pid));
             if let Some(original) = original.filter(|o| is_sqlite_error(py, o)) {
                 err.set_cause(py, Some(original));
             }
             err
         }
-        WlError::NotStarted { failure } => match original {
+        QueueClass::NotStarted => match original {
             // Not SQLite refusing BEGIN but a misuse Python reports (a connection used from
             // another thread, an exception of the host's own): raised as it was.
             Some(original) if !is_sqlite_error(py, &original) || is_misuse(py, &original) => {
                 original
             }
             original => {
-                let err =
-                    NotStarted::new_err((message, failure.code, sqlite_code_name(failure.code)));
+                let code = err.sqlite_error_code().unwrap_or(1);
+                let err = NotStarted::new_err((message, code, sqlite_code_name(code)));
                 if let Some(original) = original {
                     err.set_cause(py, Some(original));
                 }
                 err
             }
         },
-        WlError::Sqlite { .. } => match original {
+        QueueClass::Sqlite3 => match original {
             Some(original) => rewrap(py, &message, original),
             None => OperationalError::new_err(message),
         },
-        WlError::NotHolding
-        | WlError::AlreadyHolding
-        | WlError::HeldThroughAnotherHandle { .. } => ProgrammingError::new_err(message),
-        WlError::InTransaction => OperationalError::new_err(message),
-        WlError::LockFile { source, .. }
-        | WlError::LockFileAccess { source, .. }
-        | WlError::Flock { source, .. } => {
-            let err = OperationalError::new_err(message);
-            err.set_cause(py, Some(PyErr::from(source)));
-            err
+        QueueClass::WrongDatabase => {
+            let (queue, connection) = match &err {
+                WlError::WrongDatabase {
+                    queue_database,
+                    connection_database,
+                } => (queue_database.clone(), connection_database.clone()),
+                WlError::DatabaseReplaced { path } => (path.clone(), path.clone()),
+                _ => Default::default(),
+            };
+            WrongDatabase::new_err((
+                message,
+                queue.to_string_lossy().into_owned(),
+                connection.to_string_lossy().into_owned(),
+            ))
         }
-        WlError::WrongDatabase {
-            queue_database,
-            connection_database,
-        } => WrongDatabase::new_err((
-            message.replace(
-                "(or from the connection itself)",
-                "(or from the connection itself: writerlock.WriterQueue.for_connection(conn))",
-            ),
-            queue_database.to_string_lossy().into_owned(),
-            connection_database.to_string_lossy().into_owned(),
-        )),
-        WlError::DatabaseReplaced { path } => {
-            let path = path.to_string_lossy().into_owned();
-            WrongDatabase::new_err((message, path.clone(), path))
+        QueueClass::OperationalError => {
+            let exc = OperationalError::new_err(message);
+            if let WlError::LockFile { source, .. }
+            | WlError::LockFileAccess { source, .. }
+            | WlError::Flock { source, .. } = err
+            {
+                exc.set_cause(py, Some(PyErr::from(source)));
+            }
+            exc
         }
-        WlError::InvalidArgument { .. } => PyValueError::new_err(message),
-        WlError::Interrupted { .. } => OperationalError::new_err(message),
-        WlError::UnsafeLockFile { .. } => OperationalError::new_err(message),
+        QueueClass::ProgrammingError => ProgrammingError::new_err(message),
+        QueueClass::ValueError => PyValueError::new_err(message),
     }
 }
 
-/// The kind name `writerlock._errors.pg_error` maps to a class, and the extra attributes.
-fn pg_kind<'py>(py: Python<'py>, err: &pg::Error) -> PyResult<(&'static str, Bound<'py, PyDict>)> {
+/// The extra attributes of a Postgres error's exception (the kind picks its class in
+/// `writerlock._errors`).
+fn pg_attrs<'py>(py: Python<'py>, err: &pg::Error) -> PyResult<Bound<'py, PyDict>> {
     let attrs = PyDict::new(py);
-    let kind = match err {
-        pg::Error::InvalidUrl { .. } => "invalid_url",
-        pg::Error::Connect { address, .. } => {
+    match err {
+        pg::Error::Connect { address, .. }
+        | pg::Error::StartupOptionsRejected { address, .. }
+        | pg::Error::ConnectTimedOut { address, .. } => {
             attrs.set_item("address", address)?;
-            "connect"
         }
         pg::Error::SettingNotInEffect {
             setting,
@@ -253,48 +329,55 @@ fn pg_kind<'py>(py: Python<'py>, err: &pg::Error) -> PyResult<(&'static str, Bou
             attrs.set_item("setting", setting)?;
             attrs.set_item("expected", expected)?;
             attrs.set_item("actual", actual)?;
-            "setting"
         }
         pg::Error::LockNotGranted { tries, wait } => {
             attrs.set_item("tries", tries)?;
             attrs.set_item("wait", wait.as_secs_f64())?;
-            "lock_not_granted"
         }
         pg::Error::Refused { version, floor } => {
             attrs.set_item("version", version)?;
             attrs.set_item("floor", floor)?;
-            "refused"
         }
-        pg::Error::AlreadyInTransaction => "already_in_transaction",
         pg::Error::Database { detail, hint, .. } => {
             attrs.set_item("detail", detail)?;
             attrs.set_item("hint", hint)?;
-            "database"
-        }
-        pg::Error::SessionEnded { .. } => "session_ended",
-        pg::Error::Closed { .. } => "closed",
-        pg::Error::RolledBack => "rolled_back",
-        pg::Error::CommitOutcomeUnknown { .. } => "outcome_unknown",
-        pg::Error::StartupOptionsRejected { address, .. }
-        | pg::Error::ConnectTimedOut { address, .. } => {
-            attrs.set_item("address", address)?;
-            "connect"
         }
         pg::Error::Unsendable { rolled_back, .. } => {
             attrs.set_item("rolled_back", rolled_back)?;
-            "unsendable"
         }
-        pg::Error::Forked { .. } => "forked",
-        pg::Error::WriteEnded => "write_ended",
-        pg::Error::ForeignConnection { .. } => "foreign",
-        pg::Error::LimitOutOfRange { .. } => "value",
-        pg::Error::ParameterCount { .. } | pg::Error::Parameter { .. } => "parameter",
-        pg::Error::UnsupportedType { .. } => "unsupported_type",
-        pg::Error::RequiredAboveVersion { .. } | pg::Error::VersionOutOfRange { .. } => "value",
-        pg::Error::Driver { .. } => "driver",
-        _ => "driver",
-    };
-    Ok((kind, attrs))
+        // The other errors carry no attributes beyond the message and the SQLSTATE.
+        _ => {}
+    }
+    Ok(attrs)
+}
+
+/// The text of the error for a statement run through a write that has already ended, in the
+/// Python API's words for how a write ends and how to start a new one.
+#[pyfunction]
+fn pg_write_ended_message(how_it_ends: &str, start_new: &str) -> String {
+    pg::write_ended_message(how_it_ends, start_new)
+}
+
+/// The class name of every kind of SQLite queue error, by the kind's name (what the tests
+/// check the table against).
+#[pyfunction]
+fn queue_error_classes(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let table = PyDict::new(py);
+    for kind in ErrorKind::ALL {
+        table.set_item(kind.name(), queue_class(*kind).name())?;
+    }
+    Ok(table)
+}
+
+/// Registers the error helpers: `pg_write_ended_message`, `queue_error_classes` and
+/// `PG_ERROR_KINDS`, the name of every kind of Postgres error (the keys of
+/// `writerlock._errors`' table).
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(pg_write_ended_message, m)?)?;
+    m.add_function(wrap_pyfunction!(queue_error_classes, m)?)?;
+    let kinds: Vec<&str> = pg::ErrorKind::ALL.iter().map(|k| k.name()).collect();
+    m.add("PG_ERROR_KINDS", PyTuple::new(m.py(), kinds)?)?;
+    Ok(())
 }
 
 /// Turns an error of the Postgres writer session into its Python exception: a
@@ -305,7 +388,8 @@ pub fn pg_error(py: Python<'_>, err: pg::Error) -> PyErr {
         pg::Error::Connect { code: None, .. } => Some("08001".to_string()),
         other => other.code().map(|c| c.code().to_string()),
     };
-    let built = pg_kind(py, &err).and_then(|(kind, attrs)| {
+    let kind = err.kind().name();
+    let built = pg_attrs(py, &err).and_then(|attrs| {
         let module = py.import(intern!(py, "writerlock._errors"))?;
         let exc = module.getattr(intern!(py, "pg_error"))?.call1((
             kind,

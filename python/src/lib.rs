@@ -35,5 +35,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     pg::register(m)?;
     protocol::register(m)?;
     dbapi::register(m)?;
+    errors::register(m)?;
     Ok(())
 }

@@ -434,10 +434,10 @@ class DriverWrite:
     def _check_open(self) -> None:
         if not self._open or self._driver.status() not in ("intrans", "inerror"):
             raise ProgrammingError(
-                "this write has already ended (its with block is over, or its transaction "
-                "was committed or rolled back), so the statement was not run: a write's "
-                "statements run only inside its own transaction, under the writer lock; "
-                "start a new one with write()",
+                _native.pg_write_ended_message(
+                    "its with block is over, or its transaction was committed or rolled back",
+                    "start a new one with write()",
+                ),
                 "25000",
             )
 

@@ -255,25 +255,34 @@ _BY_CLASS: Dict[str, Type[DatabaseError]] = {
     "P0": InternalError,
 }
 
-_BY_KIND: Dict[str, Type[BaseException]] = {
+# The one table of the Postgres errors' classes, by the core's kind name (every name in
+# ``_native.PG_ERROR_KINDS``, no other: the tests check it). ``None``: a server error, whose
+# class follows its SQLSTATE.
+_BY_KIND: Dict[str, Optional[Type[BaseException]]] = {
+    "invalid_url": InterfaceError,
+    "connect": ConnectError,
+    "connect_timed_out": ConnectError,
+    "startup_options_rejected": ConnectError,
+    "setting": SettingNotInEffect,
     "lock_not_granted": WriterLockNotGranted,
     "refused": Refused,
+    "already_in_transaction": OperationalError,
+    "database": None,
     "session_ended": SessionEnded,
     "closed": ConnectionClosed,
-    "connect": ConnectError,
-    "setting": SettingNotInEffect,
-    "already_in_transaction": OperationalError,
-    "rolled_back": OperationalError,
     "outcome_unknown": CommitOutcomeUnknown,
+    "rolled_back": OperationalError,
     "unsendable": ProgrammingError,
     "forked": ProgrammingError,
     "write_ended": ProgrammingError,
     "foreign": ProgrammingError,
+    "parameter_count": ProgrammingError,
     "parameter": ProgrammingError,
     "unsupported_type": NotSupportedError,
-    "invalid_url": InterfaceError,
+    "required_above_version": ValueError,
+    "version_out_of_range": ValueError,
+    "limit_out_of_range": ValueError,
     "driver": InterfaceError,
-    "value": ValueError,
 }
 
 
@@ -285,8 +294,10 @@ def class_for_sqlstate(sqlstate: Optional[str]) -> Type[DatabaseError]:
 
 
 def pg_error(kind: str, message: str, sqlstate: Optional[str], attrs: Dict[str, Any]) -> BaseException:
-    """Builds the exception for a Postgres error of ``kind`` (called by the native module)."""
-    cls = _BY_KIND.get(kind) or class_for_sqlstate(sqlstate)
+    """Builds the exception for a Postgres error of ``kind``, the core's name of its kind
+    (called by the native module). A kind missing from ``_BY_KIND`` raises ``KeyError``
+    rather than becoming a generic error."""
+    cls = _BY_KIND[kind] or class_for_sqlstate(sqlstate)
     if not issubclass(cls, DatabaseError):
         err = cls(message)
     else:

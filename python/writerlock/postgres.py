@@ -803,9 +803,9 @@ class Write:
     def _within(self) -> int:
         if not self._open or self._serial is None:
             raise ProgrammingError(
-                "this write has already ended (its with block is over), so the statement was "
-                "not run: a write's statements run only inside its own transaction, under "
-                "the writer lock; start a new one with conn.write()",
+                _native.pg_write_ended_message(
+                    "its with block is over", "start a new one with conn.write()"
+                ),
                 "25000",
             )
         return self._serial

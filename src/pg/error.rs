@@ -26,6 +26,17 @@ pub fn refusal_message(version: i64, floor: i64) -> String {
     )
 }
 
+/// The text of [`Error::WriteEnded`], with the host's own words for how a write ends (`it was
+/// committed or rolled back`) and for starting a new one (`start a new write`): `this write has
+/// already ended (it was committed or rolled back), so the statement was not run: a write's
+/// statements run only inside its own transaction, under the writer lock; start a new write`.
+pub fn write_ended_message(how_it_ends: &str, start_new: &str) -> String {
+    format!(
+        "this write has already ended ({how_it_ends}), so the statement was not run: a write's \
+         statements run only inside its own transaction, under the writer lock; {start_new}"
+    )
+}
+
 /// Reads the version and floor back out of a refusal text (the inverse of
 /// [`refusal_message`]), so a refusal raised by the trigger becomes [`Error::Refused`].
 pub fn parse_refusal(message: &str) -> Option<(i64, i64)> {
@@ -35,6 +46,125 @@ pub fn parse_refusal(message: &str) -> Option<(i64, i64)> {
     let version = version.trim().parse().ok()?;
     let floor = floor.trim().parse().ok()?;
     (refusal_message(version, floor) == message).then_some((version, floor))
+}
+
+/// What kind of [`Error`] this is, one kind per variant, without its fields: what hosts map
+/// to their own classes and codes ([`Error::kind`]).
+///
+/// Unlike [`Error`] this enum is exhaustive: a host matches it without a wildcard arm, so a new
+/// kind is a compile error in every host until the host says what it becomes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// The database address could not be read ([`Error::InvalidUrl`]).
+    InvalidUrl,
+    /// No connection could be opened ([`Error::Connect`]).
+    Connect,
+    /// The connection set-up did not finish within the connect timeout ([`Error::ConnectTimedOut`]).
+    ConnectTimedOut,
+    /// A startup setting did not take effect ([`Error::SettingNotInEffect`]).
+    SettingNotInEffect,
+    /// Every wait for the writer lock was cancelled by `lock_timeout` ([`Error::LockNotGranted`]).
+    LockNotGranted,
+    /// The writer is below the stored floor ([`Error::Refused`]).
+    Refused,
+    /// The writer lock was asked for inside a transaction that already ran a statement ([`Error::AlreadyInTransaction`]).
+    AlreadyInTransaction,
+    /// The server reported an error for a statement ([`Error::Database`]).
+    Database,
+    /// The server ended the session ([`Error::SessionEnded`]).
+    SessionEnded,
+    /// The connection is closed or was lost ([`Error::Closed`]).
+    Closed,
+    /// The connection was lost while `COMMIT` was in flight ([`Error::CommitOutcomeUnknown`]).
+    CommitOutcomeUnknown,
+    /// A statement the protocol cannot carry was refused before anything was sent ([`Error::Unsendable`]).
+    Unsendable,
+    /// The connection was opened by the parent of this process ([`Error::Forked`]).
+    Forked,
+    /// A pooler refused the startup options ([`Error::StartupOptionsRejected`]).
+    StartupOptionsRejected,
+    /// A statement was run through a write that has already ended ([`Error::WriteEnded`]).
+    WriteEnded,
+    /// A connection was given back to a pool it does not belong to ([`Error::ForeignConnection`]).
+    ForeignConnection,
+    /// `COMMIT` could only roll back ([`Error::RolledBack`]).
+    RolledBack,
+    /// A statement got the wrong number of parameters ([`Error::ParameterCount`]).
+    ParameterCount,
+    /// A parameter value cannot be sent as the type the server expects ([`Error::Parameter`]).
+    Parameter,
+    /// A result column has a type this crate cannot read ([`Error::UnsupportedType`]).
+    UnsupportedType,
+    /// The required floor is above the writer's own version ([`Error::RequiredAboveVersion`]).
+    RequiredAboveVersion,
+    /// A writer version or floor does not fit the refusal lock key ([`Error::VersionOutOfRange`]).
+    VersionOutOfRange,
+    /// A time limit is outside the range Postgres accepts ([`Error::LimitOutOfRange`]).
+    LimitOutOfRange,
+    /// Any other failure of the driver ([`Error::Driver`]).
+    Driver,
+}
+
+impl ErrorKind {
+    /// Every kind, in declaration order (for the hosts' tests that each maps to a specific
+    /// class or code).
+    pub const ALL: &'static [ErrorKind] = &[
+        ErrorKind::InvalidUrl,
+        ErrorKind::Connect,
+        ErrorKind::ConnectTimedOut,
+        ErrorKind::SettingNotInEffect,
+        ErrorKind::LockNotGranted,
+        ErrorKind::Refused,
+        ErrorKind::AlreadyInTransaction,
+        ErrorKind::Database,
+        ErrorKind::SessionEnded,
+        ErrorKind::Closed,
+        ErrorKind::CommitOutcomeUnknown,
+        ErrorKind::Unsendable,
+        ErrorKind::Forked,
+        ErrorKind::StartupOptionsRejected,
+        ErrorKind::WriteEnded,
+        ErrorKind::ForeignConnection,
+        ErrorKind::RolledBack,
+        ErrorKind::ParameterCount,
+        ErrorKind::Parameter,
+        ErrorKind::UnsupportedType,
+        ErrorKind::RequiredAboveVersion,
+        ErrorKind::VersionOutOfRange,
+        ErrorKind::LimitOutOfRange,
+        ErrorKind::Driver,
+    ];
+
+    /// The kind's stable name in snake case, such as `lock_not_granted`: how a host that passes
+    /// kinds as text (the Python module's exception table) names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorKind::InvalidUrl => "invalid_url",
+            ErrorKind::Connect => "connect",
+            ErrorKind::ConnectTimedOut => "connect_timed_out",
+            ErrorKind::SettingNotInEffect => "setting",
+            ErrorKind::LockNotGranted => "lock_not_granted",
+            ErrorKind::Refused => "refused",
+            ErrorKind::AlreadyInTransaction => "already_in_transaction",
+            ErrorKind::Database => "database",
+            ErrorKind::SessionEnded => "session_ended",
+            ErrorKind::Closed => "closed",
+            ErrorKind::CommitOutcomeUnknown => "outcome_unknown",
+            ErrorKind::Unsendable => "unsendable",
+            ErrorKind::Forked => "forked",
+            ErrorKind::StartupOptionsRejected => "startup_options_rejected",
+            ErrorKind::WriteEnded => "write_ended",
+            ErrorKind::ForeignConnection => "foreign",
+            ErrorKind::RolledBack => "rolled_back",
+            ErrorKind::ParameterCount => "parameter_count",
+            ErrorKind::Parameter => "parameter",
+            ErrorKind::UnsupportedType => "unsupported_type",
+            ErrorKind::RequiredAboveVersion => "required_above_version",
+            ErrorKind::VersionOutOfRange => "version_out_of_range",
+            ErrorKind::LimitOutOfRange => "limit_out_of_range",
+            ErrorKind::Driver => "driver",
+        }
+    }
 }
 
 /// An error of the Postgres writer session.
@@ -217,9 +347,8 @@ pub enum Error {
 
     /// A statement was run through a write whose transaction has already ended.
     #[error(
-        "this write has already ended (it was committed or rolled back), so the statement was \
-         not run: a write's statements run only inside its own transaction, under the writer \
-         lock; start a new write"
+        "{}",
+        write_ended_message("it was committed or rolled back", "start a new write")
     )]
     WriteEnded,
 
@@ -325,6 +454,36 @@ pub enum Error {
 }
 
 impl Error {
+    /// This error's kind, which hosts map to their own class or code.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::InvalidUrl { .. } => ErrorKind::InvalidUrl,
+            Error::Connect { .. } => ErrorKind::Connect,
+            Error::ConnectTimedOut { .. } => ErrorKind::ConnectTimedOut,
+            Error::SettingNotInEffect { .. } => ErrorKind::SettingNotInEffect,
+            Error::LockNotGranted { .. } => ErrorKind::LockNotGranted,
+            Error::Refused { .. } => ErrorKind::Refused,
+            Error::AlreadyInTransaction => ErrorKind::AlreadyInTransaction,
+            Error::Database { .. } => ErrorKind::Database,
+            Error::SessionEnded { .. } => ErrorKind::SessionEnded,
+            Error::Closed { .. } => ErrorKind::Closed,
+            Error::CommitOutcomeUnknown { .. } => ErrorKind::CommitOutcomeUnknown,
+            Error::Unsendable { .. } => ErrorKind::Unsendable,
+            Error::Forked { .. } => ErrorKind::Forked,
+            Error::StartupOptionsRejected { .. } => ErrorKind::StartupOptionsRejected,
+            Error::WriteEnded => ErrorKind::WriteEnded,
+            Error::ForeignConnection { .. } => ErrorKind::ForeignConnection,
+            Error::RolledBack => ErrorKind::RolledBack,
+            Error::ParameterCount { .. } => ErrorKind::ParameterCount,
+            Error::Parameter { .. } => ErrorKind::Parameter,
+            Error::UnsupportedType { .. } => ErrorKind::UnsupportedType,
+            Error::RequiredAboveVersion { .. } => ErrorKind::RequiredAboveVersion,
+            Error::VersionOutOfRange { .. } => ErrorKind::VersionOutOfRange,
+            Error::LimitOutOfRange { .. } => ErrorKind::LimitOutOfRange,
+            Error::Driver { .. } => ErrorKind::Driver,
+        }
+    }
+
     /// The SQLSTATE of this error, where there is one: the server's code for server errors,
     /// `LW001` for a refusal, `55P03` when the writer lock was not granted, `25001` for a
     /// lock asked for inside a transaction, `08003` for a closed connection, `40000` for a
@@ -344,7 +503,18 @@ impl Error {
             Error::ConnectTimedOut { .. } => {
                 Some(&SqlState::SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION)
             }
-            _ => None,
+            Error::InvalidUrl { .. }
+            | Error::SettingNotInEffect { .. }
+            | Error::Unsendable { .. }
+            | Error::Forked { .. }
+            | Error::ForeignConnection { .. }
+            | Error::ParameterCount { .. }
+            | Error::Parameter { .. }
+            | Error::UnsupportedType { .. }
+            | Error::RequiredAboveVersion { .. }
+            | Error::VersionOutOfRange { .. }
+            | Error::LimitOutOfRange { .. }
+            | Error::Driver { .. } => None,
         }
     }
 
@@ -558,6 +728,87 @@ pub(crate) fn describe(err: &(dyn std::error::Error + 'static)) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each kind's place in [`ErrorKind::ALL`]: the match is exhaustive, so a new kind must be
+    /// placed here, and the test below then fails until it is in `ALL` too.
+    fn position(kind: ErrorKind) -> usize {
+        match kind {
+            ErrorKind::InvalidUrl => 0,
+            ErrorKind::Connect => 1,
+            ErrorKind::ConnectTimedOut => 2,
+            ErrorKind::SettingNotInEffect => 3,
+            ErrorKind::LockNotGranted => 4,
+            ErrorKind::Refused => 5,
+            ErrorKind::AlreadyInTransaction => 6,
+            ErrorKind::Database => 7,
+            ErrorKind::SessionEnded => 8,
+            ErrorKind::Closed => 9,
+            ErrorKind::CommitOutcomeUnknown => 10,
+            ErrorKind::Unsendable => 11,
+            ErrorKind::Forked => 12,
+            ErrorKind::StartupOptionsRejected => 13,
+            ErrorKind::WriteEnded => 14,
+            ErrorKind::ForeignConnection => 15,
+            ErrorKind::RolledBack => 16,
+            ErrorKind::ParameterCount => 17,
+            ErrorKind::Parameter => 18,
+            ErrorKind::UnsupportedType => 19,
+            ErrorKind::RequiredAboveVersion => 20,
+            ErrorKind::VersionOutOfRange => 21,
+            ErrorKind::LimitOutOfRange => 22,
+            ErrorKind::Driver => 23,
+        }
+    }
+
+    #[test]
+    fn every_kind_is_listed_once_in_all() {
+        let places: Vec<usize> = ErrorKind::ALL.iter().map(|k| position(*k)).collect();
+        assert_eq!(places, (0..ErrorKind::ALL.len()).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn names_are_distinct_snake_case() {
+        let mut names: Vec<&str> = ErrorKind::ALL.iter().map(|k| k.name()).collect();
+        assert!(names
+            .iter()
+            .all(|n| n.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')));
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), ErrorKind::ALL.len());
+    }
+
+    #[test]
+    fn write_ended_text_is_unchanged() {
+        assert_eq!(
+            Error::WriteEnded.to_string(),
+            "this write has already ended (it was committed or rolled back), so the statement \
+             was not run: a write's statements run only inside its own transaction, under the \
+             writer lock; start a new write"
+        );
+    }
+
+    #[test]
+    fn kind_follows_the_variant() {
+        let cases = [
+            (
+                Error::InvalidUrl { reason: "x".into() },
+                ErrorKind::InvalidUrl,
+            ),
+            (
+                Error::Refused {
+                    version: 0,
+                    floor: 1,
+                },
+                ErrorKind::Refused,
+            ),
+            (Error::WriteEnded, ErrorKind::WriteEnded),
+            (Error::RolledBack, ErrorKind::RolledBack),
+            (Error::Driver { reason: "x".into() }, ErrorKind::Driver),
+        ];
+        for (err, kind) in cases {
+            assert_eq!(err.kind(), kind, "{err}");
+        }
+    }
 
     #[test]
     fn refusal_text_and_code() {

@@ -59,7 +59,7 @@ pub use alerts::{
     UNSEEN_CLIENT,
 };
 pub use connection::{Connection, MAX_PARAMETERS};
-pub use error::{refusal_message, Error, REFUSED_SQLSTATE};
+pub use error::{refusal_message, write_ended_message, Error, ErrorKind, REFUSED_SQLSTATE};
 pub use floor::{
     ensure_schema, refusal_lock_key, setup_schema, stored_floor, FLOOR_NAME, REFUSED_LOCK_CLASS,
     REFUSED_LOCK_SUBID,
