@@ -515,7 +515,6 @@ fn channel_binding_over_tls(c: &Cluster, home: &Path) -> Result<(), String> {
 fn a_pooled_tls_connection_is_reused(c: &Cluster, home: &Path) -> Result<(), String> {
     // The pool's no-round-trip check of an idle session reads the socket: TLS must not make
     // a live session look ended.
-    let _ = home;
     let url = format!(
         "postgresql://postgres@localhost:{}/postgres?sslmode=verify-full&sslrootcert={}",
         c.port,
@@ -536,7 +535,21 @@ fn a_pooled_tls_connection_is_reused(c: &Cluster, home: &Path) -> Result<(), Str
     if !ssl_in_use(&mut again) {
         return Err("not encrypted".into());
     }
-    Ok(())
+    pool.give(again).map_err(|e| e.to_string())?;
+    // A connection to the same place with other TLS options (here: none) is not one this
+    // pool opened: given to it, it is refused, so a later take() never hands out a session
+    // without the pool's verify-full.
+    let plain = format!(
+        "postgresql://postgres@localhost:{}/postgres?sslmode=require&sslrootcert={}",
+        c.port,
+        c.cert("ca.crt")
+    );
+    let other = connect_in(&plain, &environment(&[], home)).map_err(|e| e.to_string())?;
+    match pool.give(other) {
+        Err(Error::ForeignConnection { reason }) if reason.contains("TLS options") => Ok(()),
+        Err(other) => Err(format!("refused for another reason: {other}")),
+        Ok(()) => Err("a connection with other TLS options was taken into the pool".into()),
+    }
 }
 
 /// A restart costs no write over TLS either: each pooled TLS session the server ended is

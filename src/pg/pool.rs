@@ -101,6 +101,17 @@ impl Pool {
                 ),
             });
         }
+        // The display form leaves the TLS options out: a connection opened with another
+        // sslmode or other certificates is not one this pool would have opened.
+        if conn.address().tls() != self.address.tls() {
+            return Err(Error::ForeignConnection {
+                reason: format!(
+                    "it goes to {} with other TLS options (sslmode, certificates) than this \
+                     pool's",
+                    conn.address()
+                ),
+            });
+        }
         if conn.settings() != &self.settings {
             return Err(Error::ForeignConnection {
                 reason: format!(
