@@ -9,7 +9,8 @@
 //!   Its modules: [`queue`] (the turn and the transaction), [`wait`] (limits,
 //!   polling and yielding), [`handoff`] (the futex wake-up page), `polling`
 //!   (the driver's polling protocol, below both),
-//!   [`lockfiles`] (fork-safe descriptors), [`sqlite`] (the connection the
+//!   [`lockfiles`] (fork-safe descriptors), [`paths`] (the lock files'
+//!   names, in-memory databases), [`sqlite`] (the connection the
 //!   queue drives), [`holders`] (who holds a lock, from `/proc/locks`),
 //!   [`filesystem`] (whether `flock()` excludes every writer where the
 //!   database is), [`status`] (who holds and who waits now, for the status
@@ -24,6 +25,7 @@ pub mod filesystem;
 pub mod handoff;
 pub mod holders;
 pub mod lockfiles;
+pub mod paths;
 pub mod pg;
 mod polling;
 pub mod queue;

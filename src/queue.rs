@@ -29,6 +29,7 @@ use crate::error::{Busy, BusyKind, Error, Result, SqliteFailure};
 use crate::handoff::{Leaving, Page, WAKE_AHEAD_TIME, WAKE_AHEAD_TURNS};
 use crate::holders;
 use crate::lockfiles::{self, current_pid, LockFiles};
+use crate::paths;
 use crate::polling::{FilesView, Gave};
 use crate::sqlite::{self, looks_read_only, SqliteSession};
 use crate::wait::{poll_pause, Deadline, Strategy, Wait, SLICE, SLICE_TURNS};
@@ -365,14 +366,14 @@ impl WriterQueue {
     /// A queue with an explicit waiting strategy (benchmarks compare them).
     pub fn with_strategy(database: impl AsRef<Path>, strategy: Strategy) -> WriterQueue {
         let given = database.as_ref();
-        let database = if lockfiles::is_in_memory(given) || given.is_absolute() {
+        let database = if paths::is_in_memory(given) || given.is_absolute() {
             given.to_path_buf()
         } else {
             // Fails only without a current directory; the path then stays as given.
             std::path::absolute(given).unwrap_or_else(|_| given.to_path_buf())
         };
         WriterQueue {
-            in_memory: lockfiles::is_in_memory(&database),
+            in_memory: paths::is_in_memory(&database),
             database,
             strategy,
             turn: Arc::new(Turn::default()),
@@ -438,8 +439,8 @@ impl WriterQueue {
         if self.state().checked_file.as_deref() == Some(file.as_path()) {
             return Ok(());
         }
-        let same = if self.in_memory || lockfiles::is_in_memory(&file) {
-            self.in_memory && lockfiles::is_in_memory(&file)
+        let same = if self.in_memory || paths::is_in_memory(&file) {
+            self.in_memory && paths::is_in_memory(&file)
         } else {
             same_file(&self.database, &file)
         };
