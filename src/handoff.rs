@@ -300,7 +300,7 @@ impl Page {
             let page = Page {
                 ptr: ptr.cast(),
                 fd,
-                pid: crate::lockfiles::current_pid(),
+                pid: crate::process::current_pid(),
             };
             let identity = &(*page.ptr).header.identity;
             match identity.compare_exchange(0, IDENTITY, Ordering::AcqRel, Ordering::Acquire) {
@@ -361,7 +361,7 @@ impl Page {
 
 impl Drop for Page {
     fn drop(&mut self) {
-        if self.pid != crate::lockfiles::current_pid() {
+        if self.pid != crate::process::current_pid() {
             // A forked child: the range is not mapped here (MADV_DONTFORK),
             // and may hold another mapping of the child's by now.
             return;
@@ -502,7 +502,7 @@ impl PageRef {
     /// a waiter that died (its liveness lock gone) is reclaimed.
     pub(crate) fn join(&self) -> Option<Place> {
         let layout = self.layout();
-        let pid = crate::lockfiles::current_pid();
+        let pid = crate::process::current_pid();
         // Waiters passed over as stalled are invisible to the line; any of
         // them that died since is reaped here (rare, so cheap).
         for (index, slot) in self.slots().iter().enumerate() {
@@ -717,7 +717,7 @@ impl PageRef {
         header.holder_cpu.store(current_cpu(), Ordering::Release);
         header
             .holder_pid
-            .store(crate::lockfiles::current_pid(), Ordering::SeqCst);
+            .store(crate::process::current_pid(), Ordering::SeqCst);
         // After the pid: a spinning head never sees neither.
         header.comeback_until_us.store(0, Ordering::SeqCst);
         header.active_at_us.store(now, Ordering::Release);

@@ -10,7 +10,8 @@
 //!   polling and yielding), [`handoff`] (the futex wake-up page), `polling`
 //!   (the driver's polling protocol, below both),
 //!   [`lockfiles`] (fork-safe descriptors), [`paths`] (the lock files'
-//!   names, in-memory databases), [`sqlite`] (the connection the
+//!   names, in-memory databases), [`process`] (the cached pid and the
+//!   fork handler), [`sqlite`] (the connection the
 //!   queue drives), [`holders`] (who holds a lock, from `/proc/locks`),
 //!   [`filesystem`] (whether `flock()` excludes every writer where the
 //!   database is), [`status`] (who holds and who waits now, for the status
@@ -28,6 +29,7 @@ pub mod lockfiles;
 pub mod paths;
 pub mod pg;
 mod polling;
+pub mod process;
 pub mod queue;
 pub mod sqlite;
 pub mod status;

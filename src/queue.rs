@@ -28,9 +28,10 @@ use std::time::{Duration, Instant};
 use crate::error::{Busy, BusyKind, Error, Result, SqliteFailure};
 use crate::handoff::{Leaving, Page, WAKE_AHEAD_TIME, WAKE_AHEAD_TURNS};
 use crate::holders;
-use crate::lockfiles::{self, current_pid, LockFiles};
+use crate::lockfiles::{self, LockFiles};
 use crate::paths;
 use crate::polling::{FilesView, Gave};
+use crate::process::current_pid;
 use crate::sqlite::{self, looks_read_only, SqliteSession};
 use crate::wait::{poll_pause, Deadline, Strategy, Wait, SLICE, SLICE_TURNS};
 
