@@ -7,7 +7,8 @@
 //!   shared `flock()` on `<db>.writer-queue` while it waits, so writers from
 //!   every process take turns instead of failing with "database is locked".
 //!   Its modules: [`queue`] (the turn and the transaction), [`wait`] (limits,
-//!   polling and yielding), [`handoff`] (the futex wake-up page), `polling`
+//!   polling and yielding), [`slice`] (how long a writer granted its turn
+//!   in arrival order keeps it), [`handoff`] (the futex wake-up page), `polling`
 //!   (the driver's polling protocol, below both),
 //!   [`lockfiles`] (fork-safe descriptors), [`paths`] (the lock files'
 //!   names, in-memory databases), [`process`] (the cached pid and the
@@ -31,6 +32,7 @@ pub mod pg;
 mod polling;
 pub mod process;
 pub mod queue;
+pub mod slice;
 pub mod sqlite;
 pub mod status;
 pub mod wait;

@@ -18,7 +18,7 @@
 # suite (cargo test -p writerlock, every test, against the throwaway
 # PostgreSQL), so only mutants the whole suite misses are reported missed.
 #
-# Settings (environment): MODULES (default: lockfiles process paths queue
+# Settings (environment): MODULES (default: lockfiles process paths queue slice
 # pg/writer pg/floor handoff/page handoff/turn handoff/sys handoff/layout
 # handoff/inspect wait polling, in that order; each names src/<module>.rs),
 # MUTANTS_TIMEOUT (seconds per test run, default 90), MUTANTS_BUILD_TIMEOUT (default 600),
@@ -46,7 +46,7 @@ fi
 
 tree="${MUTANTS_TREE:-$root/target/mutants-tree}"
 out="${MUTANTS_OUT:-$root/mutants.out}"
-modules="${MODULES:-lockfiles process paths queue pg/writer pg/floor handoff/page handoff/turn handoff/sys handoff/layout handoff/inspect wait polling}"
+modules="${MODULES:-lockfiles process paths queue slice pg/writer pg/floor handoff/page handoff/turn handoff/sys handoff/layout handoff/inspect wait polling}"
 timeout="${MUTANTS_TIMEOUT:-90}"
 build_timeout="${MUTANTS_BUILD_TIMEOUT:-600}"
 read -r -a extra <<<"${MUTANTS_ARGS:-}"

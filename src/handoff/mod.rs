@@ -36,7 +36,7 @@
 //! lock.
 //!
 //! A writer that got its turn in arrival order keeps a *slice* (see
-//! [`crate::wait::SLICE`]): a release within it announces that the writer is
+//! [`crate::slice`]): a release within it announces that the writer is
 //! coming back (for [`COMEBACK`]) instead of waking the head, so the head
 //! neither steals the turn between two of the holder's transactions nor
 //! costs the holder a wake-up per commit. While a slice is open the head
@@ -52,6 +52,7 @@ mod page;
 mod sys;
 mod turn;
 
+pub use crate::slice::COMEBACK;
 pub use inspect::{inspect, PageSnapshot, PageWaiter};
 pub use layout::{
     Field, FIELDS, HEADER_BYTES, LAYOUT_VERSION, PAGE_BYTES, PAGE_IDENTITY, SLOTS, SLOT_BYTES,
@@ -59,7 +60,4 @@ pub use layout::{
 pub use page::Page;
 pub(crate) use page::PageRef;
 pub use sys::boot_id;
-pub use turn::COMEBACK;
-pub(crate) use turn::{
-    take_back_in_slice, wait_for_turn, Leaving, WAKE_AHEAD_TIME, WAKE_AHEAD_TURNS,
-};
+pub(crate) use turn::{take_back_in_slice, wait_for_turn};

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 
 use super::layout::{window_left, Layout, Slot, IDENTITY, PAGE_BYTES, SLOTS};
 use super::sys::{boot_id, current_cpu, futex_wake, now_us, ofd_lock};
-use super::turn::{Leaving, COMEBACK};
+use crate::slice::{Leaving, COMEBACK};
 
 /// A mapping of the hand-off page, kept by a queue handle beside its lock files.
 #[derive(Debug)]
@@ -394,7 +394,7 @@ impl PageRef {
         let now = now_us();
         if fresh {
             header.slice_until_us.store(
-                now + crate::wait::SLICE.as_micros() as u64,
+                now + crate::slice::SLICE.as_micros() as u64,
                 Ordering::SeqCst,
             );
         }
@@ -434,7 +434,7 @@ impl PageRef {
             && window_left(
                 header.slice_until_us.load(Ordering::SeqCst),
                 now,
-                crate::wait::SLICE,
+                crate::slice::SLICE,
             )
             .is_some();
         if keep {

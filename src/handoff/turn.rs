@@ -12,6 +12,7 @@ use super::page::{PageRef, Place};
 use super::sys::{current_cpu, futex_wait, now_us};
 use crate::lockfiles::{try_flock, Flock, LockMode};
 use crate::polling::{self, join_queue, leave_queue, others_in_queue, FilesView, Gave};
+use crate::slice::COMEBACK;
 use crate::wait::{poll_pause, Deadline, YIELD};
 
 /// How often the waiter second in line checks that the head is alive (and
@@ -23,36 +24,10 @@ const RECHECK_FAR: Duration = Duration::from_millis(100);
 /// A free lock nobody has taken for this long lets any waiter try it (a
 /// head that stopped without dying, such as a SIGSTOPped process).
 pub(super) const STALL_AFTER: Duration = Duration::from_millis(50);
-/// How long a release within a slice keeps the lock for its writer's next
-/// transaction (100 µs), and how often the head checks while a slice is
-/// open. A writer that does not come back within it loses its slice.
-pub const COMEBACK: Duration = Duration::from_micros(100);
 /// How long a head woken ahead of a slice's end stays running, looking at
 /// the page instead of sleeping (500 µs): a sleeping process takes tens of
 /// microseconds to wake, which the hand-over would otherwise wait for.
 const SPIN: Duration = Duration::from_micros(500);
-
-/// A writer wakes the head ahead of its slice's end when this many turns
-/// or less are left in it...
-pub(crate) const WAKE_AHEAD_TURNS: u32 = 4;
-/// ...or this little time (150 µs).
-pub(crate) const WAKE_AHEAD_TIME: Duration = Duration::from_micros(150);
-
-/// How a release leaves the lock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Leaving {
-    /// The writer's turns are over: the head is woken.
-    Done,
-    /// The writer's slice has turns left: it keeps the lock for
-    /// [`COMEBACK`] and wakes nobody.
-    ComingBack,
-    /// The first release of a slice with turns left: keeps the lock and
-    /// wakes the head, which from then on watches the come-back windows.
-    ComingBackFirst,
-    /// Coming back, but the slice ends within a few turns: the head is
-    /// woken ahead, so that it is running when the lock passes to it.
-    ComingBackLast,
-}
 
 impl PageRef {
     /// For a head woken ahead of a slice's end: waits, running, until the
@@ -105,7 +80,7 @@ impl PageRef {
             return (false, Some(left));
         }
         let until = header.slice_until_us.load(Ordering::SeqCst);
-        let Some(left) = window_left(until, now, crate::wait::SLICE) else {
+        let Some(left) = window_left(until, now, crate::slice::SLICE) else {
             return (true, None);
         };
         if self.on_holders_cpu() {
