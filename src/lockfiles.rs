@@ -23,7 +23,7 @@
 //!
 //! The `flock()` calls (try a shared or exclusive lock, unlock) go through
 //! `fs4`. What it cannot express stays on `libc`: the fork handler
-//! (`pthread_atfork`), opening with `O_NOFOLLOW | O_NONBLOCK`, `fchmod` /
+//! (`pthread_atfork`, in [`crate::process`]), opening with `O_NOFOLLOW | O_NONBLOCK`, `fchmod` /
 //! `fchown` of a new lock file, and, in the hand-off page, the
 //! open-file-description byte locks (`F_OFD_SETLK`), `posix_fallocate`,
 //! `mmap` and the futexes.
