@@ -320,7 +320,7 @@ fn open_advice(source: &io::Error) -> &'static str {
 /// A database path as the messages show it: the path, or what an empty or
 /// `:memory:` path stands for.
 fn shown(path: &std::path::Path) -> String {
-    if crate::lockfiles::is_in_memory(path) {
+    if crate::paths::is_in_memory(path) {
         String::from("an in-memory or temporary database")
     } else {
         path.display().to_string()

@@ -234,7 +234,7 @@ pub fn sqlite_writers(database: &Path, except: &[u32]) -> Vec<u32> {
 /// `me`. Behind a writer outside the queue the turn's holder only waits in
 /// its busy handler; the second answer names the one it waits for.
 pub fn holder_and_outside_writer(database: &Path, me: u32) -> (Option<u32>, Option<u32>) {
-    let turn = flock_holder(&crate::lockfiles::lock_path(database));
+    let turn = flock_holder(&crate::paths::lock_path(database));
     let mut except = vec![me];
     except.extend(turn);
     let outside = sqlite_writers(database, &except).first().copied();
@@ -245,7 +245,7 @@ pub fn holder_and_outside_writer(database: &Path, me: u32) -> (Option<u32>, Opti
 /// first, else a writer outside the queue ([`sqlite_writers`]), other than
 /// this process.
 pub fn database_holder(database: &Path) -> Option<u32> {
-    flock_holder(&crate::lockfiles::lock_path(database)).or_else(|| {
+    flock_holder(&crate::paths::lock_path(database)).or_else(|| {
         sqlite_writers(database, &[crate::lockfiles::current_pid()])
             .first()
             .copied()

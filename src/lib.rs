@@ -7,9 +7,12 @@
 //!   shared `flock()` on `<db>.writer-queue` while it waits, so writers from
 //!   every process take turns instead of failing with "database is locked".
 //!   Its modules: [`queue`] (the turn and the transaction), [`wait`] (limits,
-//!   polling and yielding), [`handoff`] (the futex wake-up page), `polling`
+//!   polling and yielding), [`slice`] (how long a writer granted its turn
+//!   in arrival order keeps it), [`handoff`] (the futex wake-up page), `polling`
 //!   (the driver's polling protocol, below both),
-//!   [`lockfiles`] (fork-safe descriptors), [`sqlite`] (the connection the
+//!   [`lockfiles`] (fork-safe descriptors), [`paths`] (the lock files'
+//!   names, in-memory databases), [`process`] (the cached pid and the
+//!   fork handler), [`sqlite`] (the connection the
 //!   queue drives), [`holders`] (who holds a lock, from `/proc/locks`),
 //!   [`filesystem`] (whether `flock()` excludes every writer where the
 //!   database is), [`status`] (who holds and who waits now, for the status
@@ -24,9 +27,12 @@ pub mod filesystem;
 pub mod handoff;
 pub mod holders;
 pub mod lockfiles;
+pub mod paths;
 pub mod pg;
 mod polling;
+pub mod process;
 pub mod queue;
+pub mod slice;
 pub mod sqlite;
 pub mod status;
 pub mod wait;

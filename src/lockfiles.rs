@@ -13,196 +13,39 @@
 //! `flock()` belongs to an open file description, which a forked child
 //! shares with its parent: a child that unlocked an inherited descriptor
 //! would free its parent's lock. So a [`LockFiles`] remembers the process
-//! that opened it, and a fork handler closes every inherited descriptor in
-//! the child as soon as it starts (closing a shared description's copy never
+//! that opened it, and registers its descriptors with the fork handler
+//! ([`crate::process`]), which closes every inherited descriptor in the
+//! child as soon as it starts (closing a shared description's copy never
 //! releases the lock; only the last close or an explicit unlock does),
-//! however many lock files the process has open. The handler touches only
-//! atomics (its registry only grows, in the parent), so a lock another
-//! thread held at fork time cannot deadlock it. The hand-off page is mapped
+//! however many lock files the process has open. The hand-off page is mapped
 //! `MADV_DONTFORK`: a child's copy of the mapping would keep the queue
 //! file's description, and its byte locks, alive after the parent died.
 //!
 //! The `flock()` calls (try a shared or exclusive lock, unlock) go through
 //! `fs4`. What it cannot express stays on `libc`: the fork handler
-//! (`pthread_atfork`), opening with `O_NOFOLLOW | O_NONBLOCK`, `fchmod` /
+//! (`pthread_atfork`, in [`crate::process`]), opening with `O_NOFOLLOW | O_NONBLOCK`, `fchmod` /
 //! `fchown` of a new lock file, and, in the hand-off page, the
 //! open-file-description byte locks (`F_OFD_SETLK`), `posix_fallocate`,
 //! `mmap` and the futexes.
 
-use std::ffi::{CString, OsString};
+use std::ffi::CString;
 use std::fs::File;
 use std::io;
 use std::mem::ManuallyDrop;
 use std::os::fd::FromRawFd;
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU32, Ordering};
-use std::sync::Once;
 use std::time::Duration;
 
 use crate::error::{BusyKind, Error, LockFileProblem};
 use crate::wait::Deadline;
 
-/// Suffix of the file whose exclusive `flock()` is the writer's turn.
-pub const LOCK_SUFFIX: &str = ".writer-lock";
-/// Suffix of the file whose shared `flock()`s are the waiting writers.
-pub const QUEUE_SUFFIX: &str = ".writer-queue";
+pub use crate::paths::{
+    is_in_memory, lock_path, path_from_bytes, queue_path, LOCK_SUFFIX, QUEUE_SUFFIX,
+};
 
-/// The lock file's path for a database: `<db>.writer-lock`.
-pub fn lock_path(database: &Path) -> PathBuf {
-    with_suffix(database, LOCK_SUFFIX)
-}
-
-/// The queue file's path for a database: `<db>.writer-queue`.
-pub fn queue_path(database: &Path) -> PathBuf {
-    with_suffix(database, QUEUE_SUFFIX)
-}
-
-fn with_suffix(database: &Path, suffix: &str) -> PathBuf {
-    let mut name: OsString = database.as_os_str().to_owned();
-    name.push(suffix);
-    PathBuf::from(name)
-}
-
-/// True for databases that live in memory and need no queue: an empty path,
-/// `:memory:` and SQLite's `file::memory:` / `mode=memory` URIs.
-pub fn is_in_memory(database: &Path) -> bool {
-    let text = database.as_os_str().as_bytes();
-    text.is_empty()
-        || text == b":memory:"
-        || text.starts_with(b"file::memory:")
-        || (text.starts_with(b"file:") && windows_contains(text, b"mode=memory"))
-}
-
-fn windows_contains(hay: &[u8], needle: &[u8]) -> bool {
-    hay.windows(needle.len()).any(|w| w == needle)
-}
-
-/// Descriptors the fork handler closes in a child: a list of chunks of
-/// slots that only grows. A chunk is allocated in the process that opens a
-/// lock file (never in the fork handler) and never freed, so the handler
-/// walks the list with atomic loads alone: no allocation, no lock, nothing
-/// another thread could have held at fork time. A slot holds a descriptor
-/// or -1.
-struct Chunk {
-    slots: [AtomicI32; CHUNK_SLOTS],
-    next: AtomicPtr<Chunk>,
-}
-
-const CHUNK_SLOTS: usize = 512;
-
-impl Chunk {
-    const fn new() -> Chunk {
-        Chunk {
-            slots: [const { AtomicI32::new(-1) }; CHUNK_SLOTS],
-            next: AtomicPtr::new(std::ptr::null_mut()),
-        }
-    }
-
-    fn next(&self) -> Option<&'static Chunk> {
-        // SAFETY: a non-null `next` points to a leaked chunk, never freed.
-        unsafe { self.next.load(Ordering::Acquire).as_ref() }
-    }
-}
-
-static REGISTRY: Chunk = Chunk::new();
-static ATFORK: Once = Once::new();
-/// This process's id, cached (glibc no longer caches `getpid()`, and the
-/// queue asks on every call); 0 until first asked, reset in a forked child
-/// by the fork handler.
-static PID: AtomicU32 = AtomicU32::new(0);
-
-/// Every chunk of the registry, first to last.
-fn chunks() -> impl Iterator<Item = &'static Chunk> {
-    std::iter::successors(Some(&REGISTRY), |chunk| chunk.next())
-}
-
-extern "C" fn close_inherited_in_child() {
-    PID.store(0, Ordering::SeqCst);
-    let mut chunk = Some(&REGISTRY);
-    while let Some(current) = chunk {
-        for slot in current.slots.iter() {
-            let fd = slot.swap(-1, Ordering::SeqCst);
-            if fd >= 0 {
-                // SAFETY: close is async-signal-safe; the descriptor is a copy
-                // of the parent's, which keeps its own, so the parent's lock
-                // stays.
-                unsafe {
-                    libc::close(fd);
-                }
-            }
-        }
-        chunk = current.next();
-    }
-    crate::wait::reseed();
-}
-
-fn ensure_fork_handler() {
-    ATFORK.call_once(|| {
-        // SAFETY: registering a handler that only touches atomics and close().
-        unsafe {
-            libc::pthread_atfork(None, None, Some(close_inherited_in_child));
-        }
-    });
-}
-
-fn register(fd: i32) {
-    ensure_fork_handler();
-    for chunk in chunks() {
-        for slot in chunk.slots.iter() {
-            if slot
-                .compare_exchange(-1, fd, Ordering::SeqCst, Ordering::SeqCst)
-                .is_ok()
-            {
-                return;
-            }
-        }
-    }
-    // Every slot taken: a new chunk, the descriptor in it before it is
-    // linked (a fork from now on closes it), appended at the end.
-    let new: &'static Chunk = Box::leak(Box::new(Chunk::new()));
-    new.slots[0].store(fd, Ordering::SeqCst);
-    let mut last = &REGISTRY;
-    loop {
-        match last.next.compare_exchange(
-            std::ptr::null_mut(),
-            (new as *const Chunk).cast_mut(),
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        ) {
-            Ok(_) => return,
-            // SAFETY: a non-null `next` points to a leaked chunk.
-            Err(next) => last = unsafe { &*next },
-        }
-    }
-}
-
-fn unregister(fd: i32) {
-    for chunk in chunks() {
-        for slot in chunk.slots.iter() {
-            if slot
-                .compare_exchange(fd, -1, Ordering::SeqCst, Ordering::SeqCst)
-                .is_ok()
-            {
-                return;
-            }
-        }
-    }
-}
-
-/// The calling process's id, from a cache the fork handler resets in a child
-/// (the handler is registered before the first answer, so no fork can leave
-/// a child with its parent's id).
-pub fn current_pid() -> u32 {
-    let pid = PID.load(Ordering::Acquire);
-    if pid != 0 {
-        return pid;
-    }
-    ensure_fork_handler();
-    let pid = std::process::id();
-    PID.store(pid, Ordering::Release);
-    pid
-}
+pub use crate::process::current_pid;
+use crate::process::{register, unregister};
 
 /// One lock file, opened with `O_CLOEXEC`, read-write where possible.
 #[derive(Debug)]
@@ -666,37 +509,5 @@ impl LockFiles {
             self.lock.forget();
             self.queue.forget();
         }
-    }
-}
-
-/// A path from bytes, for the C and script bindings.
-pub fn path_from_bytes(bytes: &[u8]) -> PathBuf {
-    PathBuf::from(OsString::from_vec(bytes.to_vec()))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn suffixes() {
-        let db = Path::new("var/storage/sqlite3/exponential.db");
-        assert_eq!(
-            lock_path(db),
-            Path::new("var/storage/sqlite3/exponential.db.writer-lock")
-        );
-        assert_eq!(
-            queue_path(db),
-            Path::new("var/storage/sqlite3/exponential.db.writer-queue")
-        );
-    }
-
-    #[test]
-    fn memory_databases() {
-        assert!(is_in_memory(Path::new("")));
-        assert!(is_in_memory(Path::new(":memory:")));
-        assert!(is_in_memory(Path::new("file::memory:?cache=shared")));
-        assert!(is_in_memory(Path::new("file:x?mode=memory")));
-        assert!(!is_in_memory(Path::new("/tmp/x.db")));
     }
 }

@@ -23,15 +23,18 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::error::{Busy, BusyKind, Error, Result, SqliteFailure};
-use crate::handoff::{Leaving, Page, WAKE_AHEAD_TIME, WAKE_AHEAD_TURNS};
+use crate::handoff::Page;
 use crate::holders;
-use crate::lockfiles::{self, current_pid, LockFiles};
+use crate::lockfiles::{self, LockFiles};
+use crate::paths;
 use crate::polling::{FilesView, Gave};
+use crate::process::current_pid;
+use crate::slice::{Leaving, Slice};
 use crate::sqlite::{self, looks_read_only, SqliteSession};
-use crate::wait::{poll_pause, Deadline, Strategy, Wait, SLICE, SLICE_TURNS};
+use crate::wait::{poll_pause, Deadline, Strategy, Wait};
 
 /// A process's handle on one database's write queue.
 ///
@@ -65,12 +68,9 @@ struct State {
     owner: Option<Owner>,
     holding: bool,
     last_wait: Duration,
-    /// When this handle last got its turn in arrival order (hand-off only),
-    /// and how many turns it took straight back since.
-    slice_start: Option<Instant>,
-    slice_turns: u32,
-    /// Whether this slice already woke the head ahead of its end.
-    woke_ahead: bool,
+    /// This handle's slice (hand-off only): when it last got its turn in
+    /// arrival order, and how many turns it took straight back since.
+    slice: Slice,
     /// Threads of this process waiting for another thread's turn to end.
     waiting_threads: usize,
     /// The connection database file last found to be this queue's database
@@ -247,33 +247,6 @@ impl Owner {
 }
 
 impl State {
-    /// Whether this handle's next turn may be taken straight back (its
-    /// slice, granted in arrival order, has time and turns left).
-    fn slice_open(&self) -> bool {
-        self.slice_turns < SLICE_TURNS && self.slice_start.is_some_and(|s| s.elapsed() < SLICE)
-    }
-
-    /// How a release now leaves the lock (see [`Leaving`]). The first
-    /// release of a slice is the one before any turn was taken back.
-    fn leaving(&mut self) -> Leaving {
-        let Some(elapsed) = self.slice_start.map(|s| s.elapsed()) else {
-            return Leaving::Done;
-        };
-        if self.slice_turns >= SLICE_TURNS || elapsed >= SLICE {
-            return Leaving::Done;
-        }
-        let ending = self.slice_turns + WAKE_AHEAD_TURNS >= SLICE_TURNS
-            || elapsed + WAKE_AHEAD_TIME >= SLICE;
-        if self.slice_turns == 0 {
-            Leaving::ComingBackFirst
-        } else if ending && !self.woke_ahead {
-            self.woke_ahead = true;
-            Leaving::ComingBackLast
-        } else {
-            Leaving::ComingBack
-        }
-    }
-
     /// In a forked child, forgets what belonged to the parent: its turn
     /// (never unlocked here) and its descriptors (closed by the fork handler).
     fn refresh_after_fork(&mut self) {
@@ -281,7 +254,7 @@ impl State {
         if self.owner.is_some_and(|o| o.pid != pid) {
             self.owner = None;
             self.holding = false;
-            self.slice_start = None;
+            self.slice.end();
             self.waiting_threads = 0;
             self.caller_timeout = None;
             // The child's copy of the connection keeps its copy of the hooks,
@@ -313,7 +286,7 @@ impl Turn {
             return Ok(false);
         }
         let mut result = Ok(true);
-        let leaving = st.leaving();
+        let leaving = st.slice.leaving();
         if let Some(files) = st.files.as_ref() {
             if let Some(page) = st.page.as_ref() {
                 page.as_ref().note_releasing();
@@ -365,14 +338,14 @@ impl WriterQueue {
     /// A queue with an explicit waiting strategy (benchmarks compare them).
     pub fn with_strategy(database: impl AsRef<Path>, strategy: Strategy) -> WriterQueue {
         let given = database.as_ref();
-        let database = if lockfiles::is_in_memory(given) || given.is_absolute() {
+        let database = if paths::is_in_memory(given) || given.is_absolute() {
             given.to_path_buf()
         } else {
             // Fails only without a current directory; the path then stays as given.
             std::path::absolute(given).unwrap_or_else(|_| given.to_path_buf())
         };
         WriterQueue {
-            in_memory: lockfiles::is_in_memory(&database),
+            in_memory: paths::is_in_memory(&database),
             database,
             strategy,
             turn: Arc::new(Turn::default()),
@@ -438,8 +411,8 @@ impl WriterQueue {
         if self.state().checked_file.as_deref() == Some(file.as_path()) {
             return Ok(());
         }
-        let same = if self.in_memory || lockfiles::is_in_memory(&file) {
-            self.in_memory && lockfiles::is_in_memory(&file)
+        let same = if self.in_memory || paths::is_in_memory(&file) {
+            self.in_memory && paths::is_in_memory(&file)
         } else {
             same_file(&self.database, &file)
         };
@@ -614,11 +587,9 @@ impl WriterQueue {
                         st.holding = true;
                         note_taken(&self.database, &self.turn);
                         if took_back {
-                            st.slice_turns = st.slice_turns.saturating_add(1);
+                            st.slice.took_back();
                         } else {
-                            st.slice_start = Some(Instant::now());
-                            st.slice_turns = 0;
-                            st.woke_ahead = false;
+                            st.slice.granted();
                         }
                         return Ok(());
                     }
@@ -689,7 +660,7 @@ impl WriterQueue {
         // the files are checked: the check after the lock is taken (confirm_turn) is the one
         // that keeps writers apart, and this one, which spares a wait on files no longer at
         // their paths, is then needed only by a turn that waits.
-        if st.slice_open() {
+        if st.slice.open() {
             if let (Some(files), Some(page)) = (st.files.as_ref(), st.page.as_ref()) {
                 if crate::handoff::take_back_in_slice(files.lock.fd(), page.as_ref()) {
                     return Ok(Prepared::TakenBack);
@@ -703,7 +674,7 @@ impl WriterQueue {
             if let Some(files) = st.files.take() {
                 files.discard(false);
             }
-            st.slice_start = None;
+            st.slice.end();
         }
         if st.files.is_none() {
             // Opened without the state's mutex (an open may wait for a
@@ -969,7 +940,7 @@ fn confirm_turn(st: &mut State) -> std::io::Result<Confirmed> {
     if let Some(page) = st.page.as_ref() {
         page.as_ref().note_released(Leaving::Done);
     }
-    st.slice_start = None;
+    st.slice.end();
     if matches!(confirmed, Ok(Confirmed::Reopen)) {
         st.page = None;
         if let Some(files) = st.files.take() {

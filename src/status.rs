@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use crate::filesystem::FileSystem;
 use crate::holders::{self, WriterLocks};
-use crate::{handoff, lockfiles};
+use crate::{handoff, paths};
 
 /// The locks of a lock file could not be read from `/proc/locks`.
 #[derive(Debug, thiserror::Error)]
@@ -109,8 +109,8 @@ pub struct LockStatus {
 /// Reads the writer lock of the database at `db`. It reads only: it never creates the lock
 /// files. Locks are per machine: the answer is this machine's.
 pub fn inspect(db: &Path) -> Result<LockStatus, LocksUnreadable> {
-    let lock_file = lockfiles::lock_path(db);
-    let queue_file = lockfiles::queue_path(db);
+    let lock_file = paths::lock_path(db);
+    let queue_file = paths::queue_path(db);
     let (lock_exists, queue_exists) = (lock_file.exists(), queue_file.exists());
     let locks = |path: &Path, exists: bool| {
         if !exists {

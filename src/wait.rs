@@ -48,16 +48,7 @@ pub const PATIENT_POLL_MAX: Duration = Duration::from_millis(5);
 /// to them before its own first try (30 ms, an upper bound with the
 /// hand-off page: the yield ends as soon as a waiter takes the lock).
 pub const YIELD: Duration = Duration::from_millis(30);
-/// With the hand-off page, a writer that got its turn in arrival order may
-/// take the lock straight back, without queueing again, for this long after
-/// that grant (2 ms). Hand-offs to the next writer, which cost a wake-up and
-/// a context switch, then happen once a slice instead of once a commit,
-/// while the longest wait stays near (writers × slice).
-pub const SLICE: Duration = Duration::from_millis(2);
-/// A slice also ends after this many turns taken straight back (64), so
-/// writers of short transactions get equal shares however the time within a
-/// slice goes (a WAL checkpoint, a preemption).
-pub const SLICE_TURNS: u32 = 64;
+pub use crate::slice::{SLICE, SLICE_TURNS};
 
 /// How often a waiting writer asks its interrupt check (10 ms at most between two checks).
 pub const INTERRUPT_CHECK: Duration = Duration::from_millis(10);

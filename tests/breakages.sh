@@ -168,7 +168,7 @@ apply_breakage() {
 '    libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY;'
             ;;
         liveness-always-alive)
-            edit src/handoff.rs \
+            edit src/handoff/page.rs \
 '            Ok(fl) => fl.l_type != libc::F_UNLCK as libc::c_short,
             Err(_) => true,' \
 '            Ok(_) => true,

@@ -18,9 +18,10 @@
 # suite (cargo test -p writerlock, every test, against the throwaway
 # PostgreSQL), so only mutants the whole suite misses are reported missed.
 #
-# Settings (environment): MODULES (default: lockfiles queue pg/writer
-# pg/floor handoff wait polling, in that order), MUTANTS_TIMEOUT (seconds
-# per test run, default 90), MUTANTS_BUILD_TIMEOUT (default 600),
+# Settings (environment): MODULES (default: lockfiles process paths queue slice
+# pg/writer pg/floor handoff/page handoff/turn handoff/sys handoff/layout
+# handoff/inspect wait polling, in that order; each names src/<module>.rs),
+# MUTANTS_TIMEOUT (seconds per test run, default 90), MUTANTS_BUILD_TIMEOUT (default 600),
 # NICE (default 10), MUTANTS_TREE, MUTANTS_OUT, and
 # MUTANTS_ARGS (extra cargo-mutants arguments, e.g. "-F 'replace try_flock'"),
 # WHOLE_SUITE=0 (report what the quick tests miss, without the second stage).
@@ -45,7 +46,7 @@ fi
 
 tree="${MUTANTS_TREE:-$root/target/mutants-tree}"
 out="${MUTANTS_OUT:-$root/mutants.out}"
-modules="${MODULES:-lockfiles queue pg/writer pg/floor handoff wait polling}"
+modules="${MODULES:-lockfiles process paths queue slice pg/writer pg/floor handoff/page handoff/turn handoff/sys handoff/layout handoff/inspect wait polling}"
 timeout="${MUTANTS_TIMEOUT:-90}"
 build_timeout="${MUTANTS_BUILD_TIMEOUT:-600}"
 read -r -a extra <<<"${MUTANTS_ARGS:-}"
