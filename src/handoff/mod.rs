@@ -26,7 +26,7 @@
 //! that leave a free lock untaken for 50 ms are passed over until they run
 //! again. The page is only created in an empty file, its blocks allocated
 //! before it is mapped, and never written into a file that does not
-//! already carry it. `tests/faults.rs` writes arbitrary pages and asks for
+//! already carry it. `tests/faults_page.rs` writes arbitrary pages and asks for
 //! a free lock.
 //!
 //! Layout (version [`LAYOUT_VERSION`], 16 KiB): a 128-byte header, then 254
