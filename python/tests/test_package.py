@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import importlib.resources
+import re
 import sqlite3
 import subprocess
 import sys
 import textwrap
 
 import writerlock
-from writerlock import postgres
+from writerlock import _native, postgres
 
 
 def test_public_surface_of_writerlock() -> None:
@@ -68,12 +69,18 @@ def test_public_surface_of_postgres() -> None:
 
 
 def test_type_information_is_installed() -> None:
+    # The pydantic-core layout: the native module has a stub of its own, every class,
+    # function and constant typed (no module __getattr__ placeholder), and the Python modules
+    # carry their annotations themselves, with no stub shadowing them.
     files = importlib.resources.files("writerlock")
-    for name in ("py.typed", "__init__.pyi", "postgres.pyi"):
+    for name in ("py.typed", "_native.pyi", "__init__.py", "postgres.py"):
         assert files.joinpath(name).is_file(), name
-    stub = files.joinpath("__init__.pyi").read_text()
-    assert "class WriterQueue" in stub and "class Busy" in stub
-    assert "class Connection" in files.joinpath("postgres.pyi").read_text()
+    for name in ("__init__.pyi", "postgres.pyi"):
+        assert not files.joinpath(name).is_file(), f"{name} shadows its .py module"
+    stub = files.joinpath("_native.pyi").read_text()
+    assert "def __getattr__" not in stub
+    for name in _native.__all__:
+        assert re.search(rf"^(class |def |){re.escape(name)}\b", stub, re.MULTILINE), name
 
 
 def test_import_uses_the_one_system_libsqlite3() -> None:
