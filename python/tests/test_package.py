@@ -68,6 +68,27 @@ def test_public_surface_of_postgres() -> None:
     assert issubclass(postgres.IntegrityError, sqlite3.IntegrityError)
 
 
+def test_postgres_session_defaults_are_the_cores() -> None:
+    # The defaults of every setting come from the core's constants, exposed once by the
+    # native module (the values are the interface: 10 s, 30 s, 10 s, 3, 60 s).
+    assert (
+        _native.PG_CONNECT_TIMEOUT,
+        _native.PG_KEEPALIVES,
+        _native.PG_KEEPALIVES_IDLE,
+        _native.PG_KEEPALIVES_INTERVAL,
+        _native.PG_KEEPALIVES_COUNT,
+        _native.PG_TCP_USER_TIMEOUT,
+    ) == (10.0, True, 30.0, 10.0, 3, 60.0)
+    keywords = postgres.session_options()
+    assert keywords["connect_timeout"] == f"{_native.PG_CONNECT_TIMEOUT:g}"
+    assert keywords["keepalives"] == str(int(_native.PG_KEEPALIVES))
+    assert keywords["keepalives_idle"] == f"{_native.PG_KEEPALIVES_IDLE:g}"
+    assert keywords["keepalives_interval"] == f"{_native.PG_KEEPALIVES_INTERVAL:g}"
+    assert keywords["keepalives_count"] == str(_native.PG_KEEPALIVES_COUNT)
+    assert keywords["tcp_user_timeout"] == f"{_native.PG_TCP_USER_TIMEOUT * 1000:g}"
+    assert f"-c lock_timeout={postgres.LOCK_WAIT:g}s" in keywords["options"]
+
+
 def test_type_information_is_installed() -> None:
     # The pydantic-core layout: the native module has a stub of its own, every class,
     # function and constant typed (no module __getattr__ placeholder), and the Python modules

@@ -38,6 +38,12 @@ __all__ = [
     "PG_LOCK_TRIES",
     "PG_IDLE_IN_TRANSACTION",
     "PG_STATEMENT_TIMEOUT",
+    "PG_CONNECT_TIMEOUT",
+    "PG_KEEPALIVES",
+    "PG_KEEPALIVES_IDLE",
+    "PG_KEEPALIVES_INTERVAL",
+    "PG_KEEPALIVES_COUNT",
+    "PG_TCP_USER_TIMEOUT",
     "PG_VERSION",
     "PG_REQUIRED",
     "PG_SESSION",
@@ -184,6 +190,12 @@ PG_LOCK_WAIT: float
 PG_LOCK_TRIES: int
 PG_IDLE_IN_TRANSACTION: float
 PG_STATEMENT_TIMEOUT: float
+PG_CONNECT_TIMEOUT: float
+PG_KEEPALIVES: bool
+PG_KEEPALIVES_IDLE: float
+PG_KEEPALIVES_INTERVAL: float
+PG_KEEPALIVES_COUNT: int
+PG_TCP_USER_TIMEOUT: float
 PG_VERSION: int
 PG_REQUIRED: int
 PG_SESSION: List[Tuple[str, str]]
@@ -218,12 +230,12 @@ class PgSettings:
         lock_tries: int = ...,
         idle_in_transaction: float = ...,
         statement_timeout: float = ...,
-        connect_timeout: float = 10.0,
-        keepalives: bool = True,
-        keepalives_idle: float = 30.0,
-        keepalives_interval: float = 10.0,
-        keepalives_count: int = 3,
-        tcp_user_timeout: float = 60.0,
+        connect_timeout: float = ...,
+        keepalives: bool = ...,
+        keepalives_idle: float = ...,
+        keepalives_interval: float = ...,
+        keepalives_count: int = ...,
+        tcp_user_timeout: float = ...,
     ) -> Self: ...
     @property
     def startup_options(self) -> str: ...
