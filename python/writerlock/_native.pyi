@@ -179,8 +179,10 @@ class _LockStatus(TypedDict):
     filesystem: _FilesystemStatus
 
 def lock_status(path: Union[str, PathLike[str]]) -> _LockStatus:
-    """Who holds the writer lock of the database at ``path`` and who waits (``OSError`` when
-    the files cannot be read)."""
+    """Who holds the writer lock of the database at ``path`` and who waits, after the
+    ``writerlock`` command's check of the path: ``ValueError`` for an in-memory database or
+    a file that is not a SQLite database, ``FileNotFoundError`` when neither it nor its lock
+    file exists, ``OSError`` when the files cannot be read."""
 
 # --------------------------------------------------------------------------------------------
 # Postgres writer session (python/src/pg.rs)
