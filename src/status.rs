@@ -31,6 +31,116 @@ pub struct LocksUnreadable {
     pub source: io::Error,
 }
 
+/// Why a path given to a status tool is refused before any lock is read: what
+/// `writerlock status` and `python -m writerlock status` both answer through
+/// [`check_database`].
+#[derive(Debug, thiserror::Error)]
+pub enum NotADatabase {
+    /// An in-memory database (an empty path, `:memory:`, a `file::memory:` or `mode=memory`
+    /// URI): it has no lock files.
+    #[error("an in-memory database has no writer lock: give the database file's path")]
+    InMemory,
+    /// Neither the database nor its lock file exists.
+    #[error("no database at {}: check the path", .path.display())]
+    Missing {
+        /// The path given.
+        path: PathBuf,
+    },
+    /// The path is not a SQLite database file.
+    #[error("{} is not a SQLite database: {reason}", .path.display())]
+    NotSqlite {
+        /// The path given.
+        path: PathBuf,
+        /// What it is instead.
+        reason: String,
+    },
+    /// The path could not be read.
+    #[error("could not read {}: {source}", .path.display())]
+    Unreadable {
+        /// The path given.
+        path: PathBuf,
+        /// What the system reported.
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// The first 16 bytes of every SQLite 3 database file (`SQLite format 3` and a zero byte),
+/// each byte inverted. The library never holds those 16 bytes themselves: they are how the
+/// packaging tests tell a copy of SQLite linked into a binary, which this crate must never
+/// carry.
+const SQLITE_HEADER_INVERTED: [u8; 16] = invert(*b"SQLite format 3\0");
+
+const fn invert(mut bytes: [u8; 16]) -> [u8; 16] {
+    let mut i = 0;
+    while i < bytes.len() {
+        bytes[i] = !bytes[i];
+        i += 1;
+    }
+    bytes
+}
+
+/// Whether `first` is SQLite's file header (compared through an opaque mask, so the
+/// compiler cannot fold the header back into the binary).
+fn is_sqlite_header(first: &[u8; 16]) -> bool {
+    let mask = std::hint::black_box(0xFFu8);
+    first
+        .iter()
+        .zip(SQLITE_HEADER_INVERTED)
+        .all(|(byte, inverted)| byte ^ mask == inverted)
+}
+
+/// Checks that `db` names a SQLite database a status can be read for: not an in-memory
+/// database, existing (or at least its lock file), and not a directory, a special file or a
+/// file whose first bytes are not SQLite's header. An empty file is a database nobody has
+/// written yet (SQLite creates them so). It reads only.
+pub fn check_database(db: &Path) -> Result<(), NotADatabase> {
+    if paths::is_in_memory(db) {
+        return Err(NotADatabase::InMemory);
+    }
+    if !db.exists() && !paths::lock_path(db).exists() {
+        return Err(NotADatabase::Missing {
+            path: db.to_path_buf(),
+        });
+    }
+    let not_sqlite = |reason: &str| NotADatabase::NotSqlite {
+        path: db.to_path_buf(),
+        reason: reason.to_string(),
+    };
+    let unreadable = |source| NotADatabase::Unreadable {
+        path: db.to_path_buf(),
+        source,
+    };
+    let meta = match fs::metadata(db) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(source) => return Err(unreadable(source)),
+    };
+    if meta.is_dir() {
+        return Err(not_sqlite(
+            "it is a directory; give the database file inside it",
+        ));
+    }
+    if !meta.is_file() {
+        return Err(not_sqlite("it is not a regular file"));
+    }
+    if meta.len() == 0 {
+        return Ok(());
+    }
+    let mut first = [0u8; 16];
+    let read = fs::File::open(db).and_then(|f| {
+        use std::io::Read;
+        f.take(16).read(&mut first)
+    });
+    match read {
+        Ok(16) if is_sqlite_header(&first) => Ok(()),
+        Ok(_) => Err(not_sqlite(
+            "its first bytes are not SQLite's header (\"SQLite format 3\"); check the path",
+        )),
+        Err(source) => Err(unreadable(source)),
+    }
+}
+
 /// The process holding the writer lock.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Holder {
@@ -314,5 +424,45 @@ fn page_hold(queue_path: &Path, holder: u32) -> PageHold {
             (Some(pid), Some(held)) if pid == holder => PageHold::Since(held),
             _ => PageHold::NotRecorded,
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn in_memory_databases_are_refused_in_every_form() {
+        for db in [
+            "",
+            ":memory:",
+            "file::memory:?cache=shared",
+            "file:x.db?mode=memory",
+        ] {
+            assert!(
+                matches!(check_database(Path::new(db)), Err(NotADatabase::InMemory)),
+                "{db:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn paths_that_are_not_databases_are_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let missing = dir.path().join("missing.db");
+        let err = check_database(&missing).expect_err("missing");
+        assert_eq!(
+            err.to_string(),
+            format!("no database at {}: check the path", missing.display())
+        );
+        let err = check_database(dir.path()).expect_err("a directory");
+        assert!(matches!(err, NotADatabase::NotSqlite { .. }), "{err}");
+        let text = dir.path().join("text.db");
+        fs::write(&text, "not a database").expect("write");
+        let err = check_database(&text).expect_err("text");
+        assert!(err.to_string().contains("first bytes"), "{err}");
+        let empty = dir.path().join("empty.db");
+        fs::write(&empty, "").expect("write");
+        check_database(&empty).expect("an empty file is a database nobody wrote yet");
     }
 }

@@ -1,9 +1,9 @@
 //! `writerlock status DB`: who holds a database's writer lock and who waits, and whether
 //! the file system lets `flock()` exclude at all. The facts come from the core
 //! ([`writerlock::status::inspect`], which `python -m writerlock status` reads too, and
-//! which says how the hold time is known); this module checks the path and words them.
+//! which says how the hold time is known), after the core's check of the path
+//! ([`writerlock::status::check_database`], the same for both); this module words them.
 
-use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -11,7 +11,6 @@ use std::time::Duration;
 use serde::Serialize;
 use writerlock::filesystem::FileSystem;
 pub use writerlock::filesystem::FsKind;
-use writerlock::lockfiles;
 
 use crate::duration::human;
 use crate::error::CliError;
@@ -159,19 +158,20 @@ pub fn run(args: &StatusArgs) -> Result<ExitCode, CliError> {
 }
 
 fn inspect(db: &Path) -> Result<Status, CliError> {
-    if lockfiles::is_in_memory(db) {
-        return Err(CliError::InvalidArgument {
+    use writerlock::status::NotADatabase;
+    writerlock::status::check_database(db).map_err(|e| match e {
+        NotADatabase::InMemory => CliError::InvalidArgument {
             name: "DB",
-            reason: "an in-memory database has no writer lock: give the database file's path"
-                .to_string(),
-        });
-    }
-    if !db.exists() && !lockfiles::lock_path(db).exists() {
-        return Err(CliError::NoDatabase {
-            path: db.to_path_buf(),
-        });
-    }
-    check_database_file(db)?;
+            reason: e.to_string(),
+        },
+        NotADatabase::Missing { path } => CliError::NoDatabase { path },
+        NotADatabase::NotSqlite { path, reason } => CliError::NotSqlite { path, reason },
+        NotADatabase::Unreadable { path, source } => CliError::Io {
+            what: "could not read",
+            path,
+            source,
+        },
+    })?;
     let found = writerlock::status::inspect(db).map_err(|e| CliError::Io {
         what: "could not read the locks of",
         path: e.path,
@@ -221,58 +221,6 @@ fn inspect(db: &Path) -> Result<Status, CliError> {
             .collect(),
         filesystem: filesystem_status(&found.filesystem),
     })
-}
-
-/// The first 16 bytes of every SQLite 3 database file.
-const SQLITE_HEADER: &[u8; 16] = b"SQLite format 3\0";
-
-/// Refuses a path that is not a SQLite database: a directory, a special file, or a file
-/// whose first bytes are not SQLite's header. An empty file is a database nobody has written
-/// yet (SQLite creates them so), and a missing one is allowed when its lock file exists.
-fn check_database_file(db: &Path) -> Result<(), CliError> {
-    let not_sqlite = |reason: String| CliError::NotSqlite {
-        path: db.to_path_buf(),
-        reason,
-    };
-    let meta = match fs::metadata(db) {
-        Ok(meta) => meta,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(source) => {
-            return Err(CliError::Io {
-                what: "could not read",
-                path: db.to_path_buf(),
-                source,
-            })
-        }
-    };
-    if meta.is_dir() {
-        return Err(not_sqlite(
-            "it is a directory; give the database file inside it".to_string(),
-        ));
-    }
-    if !meta.is_file() {
-        return Err(not_sqlite("it is not a regular file".to_string()));
-    }
-    if meta.len() == 0 {
-        return Ok(());
-    }
-    let mut first = [0u8; 16];
-    let read = fs::File::open(db).and_then(|f| {
-        use std::io::Read;
-        f.take(16).read(&mut first)
-    });
-    match read {
-        Ok(16) if &first == SQLITE_HEADER => Ok(()),
-        Ok(_) => Err(not_sqlite(
-            "its first bytes are not SQLite's header (\"SQLite format 3\"); check the path"
-                .to_string(),
-        )),
-        Err(source) => Err(CliError::Io {
-            what: "could not read",
-            path: db.to_path_buf(),
-            source,
-        }),
-    }
 }
 
 /// Classifies the file system the database (or its directory) is on.

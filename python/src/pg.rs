@@ -41,12 +41,12 @@ impl PySettings {
         lock_tries = pg::LOCK_TRIES,
         idle_in_transaction = pg::IDLE_IN_TRANSACTION.as_secs_f64(),
         statement_timeout = pg::STATEMENT_TIMEOUT.as_secs_f64(),
-        connect_timeout = 10.0,
-        keepalives = true,
-        keepalives_idle = 30.0,
-        keepalives_interval = 10.0,
-        keepalives_count = 3,
-        tcp_user_timeout = 60.0,
+        connect_timeout = pg::settings::CONNECT_TIMEOUT.as_secs_f64(),
+        keepalives = pg::settings::KEEPALIVES,
+        keepalives_idle = pg::settings::KEEPALIVES_IDLE.as_secs_f64(),
+        keepalives_interval = pg::settings::KEEPALIVES_INTERVAL.as_secs_f64(),
+        keepalives_count = pg::settings::KEEPALIVES_COUNT,
+        tcp_user_timeout = pg::settings::TCP_USER_TIMEOUT.as_secs_f64(),
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -649,6 +649,24 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         pg::IDLE_IN_TRANSACTION.as_secs_f64(),
     )?;
     m.add("PG_STATEMENT_TIMEOUT", pg::STATEMENT_TIMEOUT.as_secs_f64())?;
+    m.add(
+        "PG_CONNECT_TIMEOUT",
+        pg::settings::CONNECT_TIMEOUT.as_secs_f64(),
+    )?;
+    m.add("PG_KEEPALIVES", pg::settings::KEEPALIVES)?;
+    m.add(
+        "PG_KEEPALIVES_IDLE",
+        pg::settings::KEEPALIVES_IDLE.as_secs_f64(),
+    )?;
+    m.add(
+        "PG_KEEPALIVES_INTERVAL",
+        pg::settings::KEEPALIVES_INTERVAL.as_secs_f64(),
+    )?;
+    m.add("PG_KEEPALIVES_COUNT", pg::settings::KEEPALIVES_COUNT)?;
+    m.add(
+        "PG_TCP_USER_TIMEOUT",
+        pg::settings::TCP_USER_TIMEOUT.as_secs_f64(),
+    )?;
     m.add("PG_VERSION", pg::VERSION)?;
     m.add("PG_REQUIRED", pg::REQUIRED)?;
     m.add("PG_SESSION", pg::SESSION.to_vec())?;

@@ -1,17 +1,18 @@
 //! `writerlock._native.lock_status`: who holds a database's writer lock and who waits, for
 //! `python -m writerlock status` (the package's own status, which needs no `writerlock`
 //! command on the machine). The facts come from the core's [`writerlock::status::inspect`],
-//! as for the command, in the shape of the command's `--json` document;
-//! `writerlock/__main__.py` checks the path and words them.
+//! as for the command, in the shape of the command's `--json` document, after the command's
+//! own check of the path ([`writerlock::status::check_database`]); `writerlock/__main__.py`
+//! words them.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use pyo3::exceptions::PyOSError;
+use pyo3::exceptions::{PyFileNotFoundError, PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use writerlock::status::{self, Holder, Process, Waiter};
+use writerlock::status::{self, Holder, NotADatabase, Process, Waiter};
 
 /// Seconds to the millisecond, as the command prints them.
 fn secs(d: Duration) -> f64 {
@@ -56,8 +57,20 @@ fn process_dict<'py>(py: Python<'py>, p: &Process) -> PyResult<Bound<'py, PyDict
 /// `pid`, `command`) and `filesystem`
 /// (`name`, `magic`, `kind`, `warning`). Reads only. Raises OSError when `/proc/locks`
 /// cannot be read.
+/// The status of the database at `path`, as `writerlock status --json` shows it (without
+/// `database`). The path is checked first as the command checks it
+/// ([`status::check_database`]): an in-memory database or a file that is not a SQLite
+/// database raises `ValueError`, a missing one `FileNotFoundError`, an unreadable one
+/// `OSError`, each with the command's message.
 #[pyfunction]
 pub fn lock_status(py: Python<'_>, path: PathBuf) -> PyResult<Bound<'_, PyDict>> {
+    status::check_database(&path).map_err(|e| match e {
+        NotADatabase::InMemory | NotADatabase::NotSqlite { .. } => {
+            PyValueError::new_err(e.to_string())
+        }
+        NotADatabase::Missing { .. } => PyFileNotFoundError::new_err(e.to_string()),
+        NotADatabase::Unreadable { .. } => PyOSError::new_err(e.to_string()),
+    })?;
     let s = status::inspect(&path).map_err(|e| PyOSError::new_err(e.to_string()))?;
     let file = |p: &PathBuf, exists: bool| -> PyResult<Bound<'_, PyDict>> {
         let d = PyDict::new(py);

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import importlib.resources
+import re
 import sqlite3
 import subprocess
 import sys
 import textwrap
 
 import writerlock
-from writerlock import postgres
+from writerlock import _native, postgres
 
 
 def test_public_surface_of_writerlock() -> None:
@@ -67,13 +68,40 @@ def test_public_surface_of_postgres() -> None:
     assert issubclass(postgres.IntegrityError, sqlite3.IntegrityError)
 
 
+def test_postgres_session_defaults_are_the_cores() -> None:
+    # The defaults of every setting come from the core's constants, exposed once by the
+    # native module (the values are the interface: 10 s, 30 s, 10 s, 3, 60 s).
+    assert (
+        _native.PG_CONNECT_TIMEOUT,
+        _native.PG_KEEPALIVES,
+        _native.PG_KEEPALIVES_IDLE,
+        _native.PG_KEEPALIVES_INTERVAL,
+        _native.PG_KEEPALIVES_COUNT,
+        _native.PG_TCP_USER_TIMEOUT,
+    ) == (10.0, True, 30.0, 10.0, 3, 60.0)
+    keywords = postgres.session_options()
+    assert keywords["connect_timeout"] == f"{_native.PG_CONNECT_TIMEOUT:g}"
+    assert keywords["keepalives"] == str(int(_native.PG_KEEPALIVES))
+    assert keywords["keepalives_idle"] == f"{_native.PG_KEEPALIVES_IDLE:g}"
+    assert keywords["keepalives_interval"] == f"{_native.PG_KEEPALIVES_INTERVAL:g}"
+    assert keywords["keepalives_count"] == str(_native.PG_KEEPALIVES_COUNT)
+    assert keywords["tcp_user_timeout"] == f"{_native.PG_TCP_USER_TIMEOUT * 1000:g}"
+    assert f"-c lock_timeout={postgres.LOCK_WAIT:g}s" in keywords["options"]
+
+
 def test_type_information_is_installed() -> None:
+    # The pydantic-core layout: the native module has a stub of its own, every class,
+    # function and constant typed (no module __getattr__ placeholder), and the Python modules
+    # carry their annotations themselves, with no stub shadowing them.
     files = importlib.resources.files("writerlock")
-    for name in ("py.typed", "__init__.pyi", "postgres.pyi"):
+    for name in ("py.typed", "_native.pyi", "__init__.py", "postgres.py"):
         assert files.joinpath(name).is_file(), name
-    stub = files.joinpath("__init__.pyi").read_text()
-    assert "class WriterQueue" in stub and "class Busy" in stub
-    assert "class Connection" in files.joinpath("postgres.pyi").read_text()
+    for name in ("__init__.pyi", "postgres.pyi"):
+        assert not files.joinpath(name).is_file(), f"{name} shadows its .py module"
+    stub = files.joinpath("_native.pyi").read_text()
+    assert "def __getattr__" not in stub
+    for name in _native.__all__:
+        assert re.search(rf"^(class |def |){re.escape(name)}\b", stub, re.MULTILINE), name
 
 
 def test_import_uses_the_one_system_libsqlite3() -> None:

@@ -164,21 +164,37 @@ def test_python_m_writerlock_status_shows_the_holder_and_waiters(tmp_path: Path)
 
 
 def test_python_m_writerlock_status_refuses_bad_paths(tmp_path: Path) -> None:
+    # As `writerlock status` refuses them (the core's check and messages): exit status 1,
+    # the status of a failure; 2 is for a command line argparse cannot read.
     done = run_module(["status", str(tmp_path / "missing.db")], tmp_path)
-    assert done.returncode == 2 and "does not exist" in done.stderr, done.stderr
+    assert done.returncode == 1, done.stderr
+    assert done.stderr == f"python -m writerlock status: no database at {tmp_path / 'missing.db'}: check the path\n"
     (tmp_path / "text.db").write_text("not a database")
     done = run_module(["status", str(tmp_path / "text.db")], tmp_path)
-    assert done.returncode == 2 and "is not a SQLite database" in done.stderr, done.stderr
+    assert done.returncode == 1 and "is not a SQLite database: its first bytes" in done.stderr, done.stderr
     done = run_module(["status", str(tmp_path)], tmp_path)
-    assert done.returncode == 2 and "is a directory" in done.stderr, done.stderr
+    assert done.returncode == 1 and "is not a SQLite database: it is a directory" in done.stderr, done.stderr
     done = run_module(["demo", "--processes", "0"], tmp_path)
     assert done.returncode == 2 and "out of range" in done.stderr, done.stderr
+
+
+def test_python_m_writerlock_status_refuses_every_in_memory_database(tmp_path: Path) -> None:
+    # Every form the core takes for an in-memory database, SQLite's mode=memory URIs among
+    # them (a file of that name exists, so only the URI's meaning can refuse it).
+    (tmp_path / "file:shared.db?mode=memory&cache=shared").write_bytes(b"")
+    for path in (":memory:", "", "file::memory:?cache=shared", "file:shared.db?mode=memory&cache=shared"):
+        done = run_module(["status", path], tmp_path)
+        assert done.returncode == 1, (path, done.stdout, done.stderr)
+        assert done.stderr == (
+            "python -m writerlock status: an in-memory database has no writer lock: give the "
+            "database file's path\n"
+        ), (path, done.stderr)
 
 
 def test_python_m_writerlock_json_errors_are_a_json_object_with_the_same_text(tmp_path: Path) -> None:
     # As the writerlock command does: a script reading stdout gets a document either way.
     (tmp_path / "text.db").write_text("not a database")
-    for path, status in ((tmp_path / "missing.db", 2), (tmp_path / "text.db", 2)):
+    for path, status in ((tmp_path / "missing.db", 1), (tmp_path / "text.db", 1)):
         done = run_module(["status", str(path), "--json"], tmp_path)
         assert done.returncode == status, done.stderr
         error = json.loads(done.stdout)["error"]

@@ -1,7 +1,8 @@
 """The package's types as a typed program sees them: ``mypy --strict`` on a typed example
 (every ``with`` block of the package returns from inside, which fails when a stub types
-``__exit__`` as returning ``bool``), and ``stubtest``, which compares the stubs with the
-installed module. Both run with the virtualenv's mypy (tests/deps.sh installs it)."""
+``__exit__`` as returning ``bool``), and ``stubtest``, which compares the native module with
+its stub ``writerlock/_native.pyi`` and type-checks the Python modules, which are their own
+stubs. Both run with the virtualenv's mypy (tests/deps.sh installs it)."""
 
 from __future__ import annotations
 
@@ -50,3 +51,33 @@ def test_stubtest_finds_the_stubs_match_the_module(tmp_path: Path) -> None:
         tmp_path,  # not the source tree: the installed package is checked
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+MISTYPED = '''
+import writerlock
+from writerlock import _native, postgres
+
+postgres.connect("postgresql://x", lock_wiat=5.0)
+postgres.session_options(lock_tries="3")
+writerlock.WriterQueue("x.db").acquire(wait="5")
+_native.pg_alert_text("10.0.0.5", "1", 2)
+_native.lock_status("x.db")["holdr"]
+'''
+
+
+def test_mypy_strict_rejects_mistyped_calls(tmp_path: Path) -> None:
+    # The other side of the typed example: the settings keywords and the native module are
+    # typed, not Any, so a misspelled setting or a wrong argument type is an error.
+    example = tmp_path / "mistyped.py"
+    example.write_text(MISTYPED)
+    args = ["mypy", "--config-file", str(CONFIG), "--cache-dir", str(tmp_path / "cache"), str(example)]
+    done = run_mypy(args, tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    for line, what in (
+        (5, 'Unexpected keyword argument "lock_wiat"'),
+        (6, 'Argument "lock_tries" to "session_options" has incompatible type "str"'),
+        (7, 'Argument "wait" to "acquire" of "WriterQueue" has incompatible type "str"'),
+        (8, 'Argument 2 to "pg_alert_text" has incompatible type "str"'),
+        (9, 'TypedDict "_LockStatus" has no key "holdr"'),
+    ):
+        assert f"mistyped.py:{line}: error: {what}" in done.stdout, (what, done.stdout)

@@ -24,10 +24,14 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 from types import TracebackType
-from typing import Any, Literal, Optional, Type
+from typing import TYPE_CHECKING, Any, Literal, Optional, Type
 
 from . import _native
 from ._errors import Busy, NotAutocommit, NotStarted, WrongDatabase
+
+if TYPE_CHECKING:
+    # Imported on first use at run time (see __getattr__ below); typed as the submodule.
+    from . import postgres as postgres
 
 __version__: str = _native.__version__
 

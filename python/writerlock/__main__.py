@@ -20,25 +20,12 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 from . import WriterQueue, __version__, _native
 
 
-class UsageError(Exception):
-    """Bad input: printed as one line on stderr, exit status 2."""
-
-
 def status(path: str) -> Dict[str, Any]:
-    """Who holds the writer lock of the database at ``path`` and who waits, as a dict."""
-    if path in ("", ":memory:") or path.startswith("file::memory:"):
-        raise UsageError("an in-memory database has no writer lock: give the database file's path")
-    lock_path = path + _native.LOCK_SUFFIX
-    if not os.path.exists(path) and not os.path.exists(lock_path):
-        raise UsageError(f"{path} does not exist (nor its writer lock file): check the path")
-    if os.path.isdir(path):
-        raise UsageError(f"{path} is a directory, not a SQLite database file")
-    if os.path.exists(path):
-        with open(path, "rb") as f:
-            head = f.read(16)
-        if head and head != b"SQLite format 3\0":
-            raise UsageError(f"{path} is not a SQLite database (its first bytes are not SQLite's header)")
-    # The same facts, read the same way, as `writerlock status --json` shows.
+    """Who holds the writer lock of the database at ``path`` and who waits, as a dict: the
+    facts ``writerlock status --json`` shows, read by the same core after the same check of
+    the path (``ValueError`` for an in-memory database or a file that is not a SQLite
+    database, ``FileNotFoundError`` when neither it nor its lock file exists, with the
+    command's messages)."""
     return {"database": path, **_native.lock_status(path)}
 
 
@@ -262,7 +249,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "status":
-            s = status(args.db)
+            try:
+                s = status(args.db)
+            except ValueError as err:  # refused as the command refuses it: exit status 1
+                return _failed(args, str(err), 1)
             if args.json:
                 print(json.dumps(s, indent=2))
             else:
@@ -273,8 +263,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 print(json.dumps(results, indent=2))
             else:
                 print_demo(results)
-    except UsageError as err:
-        return _failed(args, str(err), 2)
     except OSError as err:
         return _failed(args, str(err), 1)
     return 0

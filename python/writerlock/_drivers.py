@@ -11,10 +11,13 @@ and ``commit()`` end it.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Dict, List, Literal, Optional, Sequence, Tuple, Type
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Literal, Optional, Sequence, Tuple, Type
 
 from . import _native
 from ._errors import InterfaceError, ProgrammingError, SettingNotInEffect
+
+if TYPE_CHECKING:
+    from .postgres import RefusedWriter
 
 
 class Driver:
@@ -64,7 +67,7 @@ class Driver:
 
     # Shared -----------------------------------------------------------------------------
 
-    def tx_state(self) -> str:
+    def tx_state(self) -> Literal["idle", "open_unused", "open_used"]:
         """The connection's transaction state as the protocol names it."""
         status = self.status()
         if status == "idle":
@@ -109,7 +112,7 @@ class Driver:
         """The rows of the last statement a cursor ran (several in one message)."""
         return list(cur.fetchall()) if cur.description is not None else []
 
-    def feed_error(self, protocol: Any, err: BaseException) -> Optional[Tuple[Any, ...]]:
+    def feed_error(self, protocol: _native.PgProtocol, err: BaseException) -> Optional[Tuple[Any, ...]]:
         """Feeds a driver exception to ``protocol``; ``None`` when it is not a database
         error (then it is raised as it is)."""
         sqlstate = self.sqlstate(err)
@@ -244,7 +247,7 @@ def driver_for(conn: Any) -> Driver:
     )
 
 
-def drive(driver: Driver, protocol: Any) -> Tuple[Any, ...]:
+def drive(driver: Driver, protocol: _native.PgProtocol) -> Tuple[Any, ...]:
     """Runs ``protocol`` on ``driver`` to its end; returns the last step, or raises the
     protocol's exception with the driver's last error as its cause."""
     step = protocol.start()
@@ -284,7 +287,7 @@ def _abandon(driver: Driver) -> None:
             driver.conn.rollback()
 
 
-def ensure_schema(driver: Driver, settings: Any) -> None:
+def ensure_schema(driver: Driver, settings: _native.PgSettings) -> None:
     """The schema setup once per address per process (shared with the native connections,
     which name an address the same way)."""
     key = driver.address()
@@ -298,7 +301,7 @@ def ensure_schema(driver: Driver, settings: Any) -> None:
         _native.pg_mark_schema_set_up(key)
 
 
-def setup_schema(driver: Driver, settings: Any, extra_sql: Optional[str]) -> None:
+def setup_schema(driver: Driver, settings: _native.PgSettings, extra_sql: Optional[str]) -> None:
     """The schema setup on the driver's connection (the owner's step: it runs the DDL)."""
     protocol = _native.PgProtocol.setup(settings, extra_sql, driver.tx_state())
     drive(driver, protocol)
@@ -321,7 +324,9 @@ def query(driver: Driver, sql: str) -> List[Sequence[Any]]:
             driver.conn.rollback()
 
 
-def check_session(driver: Driver, settings: Any) -> List[Tuple[str, str, Optional[str], str]]:
+def check_session(
+    driver: Driver, settings: _native.PgSettings
+) -> List[Tuple[str, str, Optional[str], str]]:
     """Checks that ``settings``' startup settings took effect on the driver's session; leaves
     the connection's transaction state as it found it."""
     rows = query(driver, _native.pg_check_sql(settings))
@@ -362,17 +367,17 @@ class DriverWrite:
         self,
         conn: Any,
         driver: Driver,
-        settings: Any,
+        settings: _native.PgSettings,
         ledger: Optional[str],
         existing_alerts: Any,
         new_alerts: Callable[..., List[str]],
-        refused_writer: Callable[..., Any],
+        refused_writer: Callable[..., RefusedWriter],
     ) -> None:
-        self.connection = conn
-        self.ledger = ledger
+        self.connection: Any = conn
+        self.ledger: Optional[str] = ledger
         self.waits: int = 0
         self.floor: Optional[int] = None
-        self.refused: List[Any] = []
+        self.refused: List[RefusedWriter] = []
         self.alerts: List[str] = []
         self._driver = driver
         self._settings = settings

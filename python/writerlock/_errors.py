@@ -26,7 +26,7 @@ SQLITE_MISUSE = 21
 
 
 def _rebuild(cls: type, args: Tuple[Any, ...], state: Dict[str, Any]) -> BaseException:
-    err = cls.__new__(cls, *args)
+    err: BaseException = cls.__new__(cls, *args)
     BaseException.__init__(err, *args)
     err.__dict__.update(state)
     return err
@@ -220,10 +220,16 @@ class ConnectError(OperationalError):
     """No connection could be opened (the server's SQLSTATE, or ``08001`` when it could not
     be reached)."""
 
+    address: str
+
 
 class SettingNotInEffect(OperationalError):
     """A writer-session setting sent at startup did not take effect (a pooler in between
     dropped the startup options). ``setting``, ``expected`` and ``actual`` name it."""
+
+    setting: str
+    expected: str
+    actual: str
 
 
 class InterfaceError(Error, sqlite3.InterfaceError):

@@ -51,17 +51,21 @@ import time
 import zoneinfo
 from dataclasses import dataclass
 from typing import (
-    Literal,
+    TYPE_CHECKING,
     Any,
     Callable,
     Dict,
     Iterable,
     Iterator,
     List,
+    Literal,
+    Mapping,
     Optional,
     Sequence,
     Tuple,
+    TypedDict,
     Union,
+    overload,
 )
 
 from . import _drivers, _native
@@ -85,6 +89,9 @@ from ._errors import (
     Warning,
     WriterLockNotGranted,
 )
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = [
     "apilevel",
@@ -185,6 +192,35 @@ UNSEEN_CLIENT: str = _native.PG_UNSEEN_CLIENT
 DEFAULT_POOL_SIZE: int = _native.PG_DEFAULT_POOL_SIZE
 
 Params = Union[Sequence[Any], None]
+#: A row as the server sent it, before the cursor's ``row_factory``.
+_Row = Tuple[Any, ...]
+#: ``cursor.description``: each column's name and Postgres type name, then five ``None``.
+_Description = Tuple[Tuple[str, str, None, None, None, None, None], ...]
+
+
+class _Options(TypedDict, total=False):
+    """The session settings every way of opening a session takes as keywords (seconds
+    for durations)."""
+
+    lock_wait: float
+    lock_tries: int
+    idle_in_transaction: float
+    statement_timeout: float
+    connect_timeout: float
+    keepalives: bool
+    keepalives_idle: float
+    keepalives_interval: float
+    keepalives_count: int
+    tcp_user_timeout: float
+
+
+class _SchemaOptions(TypedDict, total=False):
+    """What :func:`setup_schema` takes with a driver's connection."""
+
+    version: int
+    required: int
+    lock_wait: float
+    lock_tries: int
 
 # --------------------------------------------------------------------------------------------
 # DB-API 2.0 (PEP 249)
@@ -330,7 +366,7 @@ def _lastrowid(sql: str, description: Any, rows: List[Tuple[Any, ...]]) -> Optio
 
 
 
-def _settings(version: int, required: int, options: Dict[str, Any]) -> Any:
+def _settings(version: int, required: int, options: Mapping[str, Any]) -> _native.PgSettings:
     return _native.PgSettings(version=version, required=required, **options)
 
 
@@ -372,7 +408,20 @@ class Alert:
     open: bool = True
 
 
-AlertLike = Union[Alert, str, Tuple[str, bool], Dict[str, Any]]
+class _AlertDict(TypedDict, total=False):
+    """An existing alert as a dict: ``{"text": ..., "open": ...}``."""
+
+    text: str
+    open: bool
+
+
+#: An existing alert: an :class:`Alert`, a str (an open alert's text), a ``(text, open)``
+#: tuple or a dict with ``text`` and ``open``.
+AlertLike = Union[Alert, str, Tuple[str, bool], _AlertDict]
+#: ``existing_alerts``: the ledger's alerts, or a callable ``(conn, ledger)`` returning them.
+_ExistingAlerts = Union[
+    Iterable[AlertLike], Callable[["Connection", Optional[str]], Iterable[AlertLike]], None
+]
 
 
 def _alert_pair(alert: Any) -> Tuple[str, bool]:
@@ -402,7 +451,10 @@ def _refused_tuple(writer: Any) -> Tuple[str, int, int, int]:
         ) from None
 
 
-def new_alerts(refused: Iterable[Any], existing: Iterable[AlertLike] = ()) -> List[str]:
+def new_alerts(
+    refused: Iterable[Union[RefusedWriter, Tuple[str, int, int, int]]],
+    existing: Iterable[AlertLike] = (),
+) -> List[str]:
     """The alert texts to raise on a ledger: one per refused writer, none whose text is an
     open alert already, none whose text is a closed alert still in the list (the newest
     200 closed alerts count). ``existing`` lists the ledger's alerts oldest first, as
@@ -435,9 +487,9 @@ class Cursor:
 
     def __init__(self, connection: "Connection") -> None:
         self.connection = connection
-        self.description: Optional[Tuple[Tuple[Any, ...], ...]] = None
+        self.description: Optional[_Description] = None
         self.rowcount: int = -1
-        self.row_factory: Optional[Callable[[Any, Tuple[Any, ...]], Any]] = connection.row_factory
+        self.row_factory: Optional[Callable[[Cursor, _Row], Any]] = connection.row_factory
         self._rows: Optional[List[Tuple[Any, ...]]] = None
         self._pos = 0
         self._closed = False
@@ -743,9 +795,7 @@ class Write:
         self,
         connection: "Connection",
         ledger: Optional[str] = None,
-        existing_alerts: Union[
-            Iterable[AlertLike], Callable[["Connection", Optional[str]], Iterable[AlertLike]], None
-        ] = None,
+        existing_alerts: _ExistingAlerts = None,
     ) -> None:
         self.connection = connection
         self.ledger = ledger
@@ -844,7 +894,7 @@ class Connection:
     first use raises :class:`ProgrammingError`, and the parent's session is left alone.
     """
 
-    row_factory: Optional[Callable[[Any, Tuple[Any, ...]], Any]] = None
+    row_factory: Optional[Callable[[Cursor, _Row], Any]] = None
 
     # PEP 249's optional extension: the exception classes on the connection.
     Warning = Warning
@@ -865,7 +915,7 @@ class Connection:
         version: int = VERSION,
         required: int = REQUIRED,
         autocommit: bool = False,
-        **options: Any,
+        **options: Unpack[_Options],
     ) -> None:
         settings = _settings(version, required, options)
         self._autocommit = bool(autocommit)
@@ -980,9 +1030,7 @@ class Connection:
         self,
         ledger: Optional[str] = None,
         *,
-        existing_alerts: Union[
-            Iterable[AlertLike], Callable[["Connection", Optional[str]], Iterable[AlertLike]], None
-        ] = None,
+        existing_alerts: _ExistingAlerts = None,
     ) -> Write:
         """A write transaction for ``ledger``; see :class:`Write`."""
         return Write(self, ledger, existing_alerts)
@@ -1057,7 +1105,7 @@ def connect(
     version: int = VERSION,
     required: int = REQUIRED,
     autocommit: bool = False,
-    **options: Any,
+    **options: Unpack[_Options],
 ) -> Connection:
     """Opens a :class:`Connection` at ``dsn`` with the writer-session settings; with
     ``autocommit=True`` each statement commits on its own."""
@@ -1078,7 +1126,7 @@ class Pool:
         version: int = VERSION,
         required: int = REQUIRED,
         autocommit: bool = False,
-        **options: Any,
+        **options: Unpack[_Options],
     ) -> None:
         settings = _settings(version, required, options)
         self._autocommit = bool(autocommit)
@@ -1117,7 +1165,9 @@ class Pool:
         return self._pool.size
 
 
-def setup_schema(conn: Any, extra_sql: Optional[str] = None, **options: Any) -> None:
+def setup_schema(
+    conn: Any, extra_sql: Optional[str] = None, **options: Unpack[_SchemaOptions]
+) -> None:
     """Sets up the writer floor (table, trigger, stored floor) under the writer lock, running
     the host's ``extra_sql`` script first; raises the stored floor to the connection's
     ``required``, never lowers it. ``conn`` is a :class:`Connection` or a psycopg 3 /
@@ -1133,7 +1183,7 @@ def setup_schema(conn: Any, extra_sql: Optional[str] = None, **options: Any) -> 
         conn._session.setup_schema(extra_sql)
         return
     driver = _drivers.driver_for(conn)
-    _drivers.setup_schema(driver, _byo_settings(options), extra_sql)
+    _drivers.setup_schema(driver, _byo_settings(dict(options)), extra_sql)
 
 
 def refused_writers(conn: Any) -> List[RefusedWriter]:
@@ -1157,13 +1207,15 @@ def stored_floor(conn: Any) -> Optional[int]:
 # Bring your own connection: psycopg 3 or psycopg2
 
 
-def _byo_settings(options: Dict[str, Any]) -> Any:
+def _byo_settings(options: Dict[str, Any]) -> _native.PgSettings:
     version = options.pop("version", VERSION)
     required = options.pop("required", REQUIRED)
     return _settings(version, required, options)
 
 
-def session_options(*, version: int = VERSION, required: int = REQUIRED, **options: Any) -> Dict[str, str]:
+def session_options(
+    *, version: int = VERSION, required: int = REQUIRED, **options: Unpack[_Options]
+) -> Dict[str, str]:
     """The libpq connection keywords that give a connection of your own driver the
     writer-session settings: ``options`` (the startup settings ``-c lock_timeout=10s -c
     idle_in_transaction_session_timeout=15s -c statement_timeout=60s -c
@@ -1187,7 +1239,7 @@ def session_options(*, version: int = VERSION, required: int = REQUIRED, **optio
 
 
 def check_session(
-    conn: Any, *, version: int = VERSION, required: int = REQUIRED, **options: Any
+    conn: Any, *, version: int = VERSION, required: int = REQUIRED, **options: Unpack[_Options]
 ) -> List[Tuple[str, str, Optional[str], str]]:
     """Checks that the writer-session settings took effect on ``conn`` (the check
     :func:`connect` makes): raises :class:`SettingNotInEffect` naming the first one the server
@@ -1207,6 +1259,25 @@ def check_session(
         raise
 
 
+@overload
+def write(
+    conn: Connection,
+    ledger: Optional[str] = None,
+    *,
+    existing_alerts: _ExistingAlerts = None,
+) -> Write: ...
+@overload
+def write(
+    conn: Any,
+    ledger: Optional[str] = None,
+    *,
+    existing_alerts: Union[
+        Iterable[AlertLike], Callable[[Any, Optional[str]], Iterable[AlertLike]], None
+    ] = None,
+    version: int = VERSION,
+    required: int = REQUIRED,
+    **options: Unpack[_Options],
+) -> DriverWrite: ...
 def write(
     conn: Any,
     ledger: Optional[str] = None,
@@ -1217,7 +1288,7 @@ def write(
     version: int = VERSION,
     required: int = REQUIRED,
     **options: Any,
-) -> Any:
+) -> Union[Write, DriverWrite]:
     """A write transaction on ``conn``: ``with postgres.write(conn, "main") as w:``.
 
     ``conn`` is a :class:`Connection` (the same as ``conn.write(ledger)``) or a psycopg 3 or

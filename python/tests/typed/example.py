@@ -66,3 +66,26 @@ def generation_with_the_function(url: str, ledger: str) -> int:
 
 def version() -> str:
     return writerlock.__version__
+
+
+def own_settings(url: str) -> float:
+    # The session settings are typed keywords, on every way of opening a session.
+    conn = postgres.connect(url, lock_wait=5.0, lock_tries=2, keepalives=False)
+    conn.close()
+    options = postgres.session_options(statement_timeout=30.0, tcp_user_timeout=20.0)
+    pool = postgres.Pool(url, 2, idle_in_transaction=5.0)
+    assert pool.size == 2 and options
+    return postgres.LOCK_WAIT
+
+
+def through_the_package(url: str) -> int:
+    # writerlock.postgres imports on first use, and is typed as the submodule.
+    with writerlock.postgres.connect(url) as conn:
+        return conn.pid
+
+
+def lock_holder(path: str) -> Optional[int]:
+    from writerlock import _native
+
+    holder = _native.lock_status(path)["holder"]
+    return None if holder is None else holder["pid"]
