@@ -213,6 +213,13 @@ def test_types_psycopg_maps_are_read_the_same_and_the_rest_as_text(pg_db) -> Non
         conn.rollback()
     _same(read[0], read[1])
     assert read[0][-1] == ("reg_made_here", "reg_made_here", "public")
+    # A server-side cursor streams them by name too.
+    named = ours.cursor("reg_stream")
+    named.itersize = 2
+    named.execute("SELECT g, 'pg_class'::regclass FROM generate_series(1, 5) g")
+    assert list(named) == [(g, "pg_class") for g in range(1, 6)]
+    named.close()
+    ours.rollback()
     # Ranges: psycopg has a Range class of its own; this module reads a range as its text.
     assert ours.execute("SELECT '[1,5)'::int4range, 'empty'::int4range").fetchone() == ("[1,5)", "empty")
     assert ours.execute("SELECT tstzrange('2024-01-01', NULL)").fetchone() == (
