@@ -1,11 +1,17 @@
-"""executemany of ROWS rows in one transaction: writerlock.postgres against psycopg 3 by hand.
+"""executemany of ROWS rows in one transaction: writerlock.postgres against psycopg 3.
 
-    python bench/pg_executemany.py URL [ROWS] [REPEATS]
+    python bench/pg_executemany.py URL [ROWS] [ROUNDS]
 
-Both insert the same (int, text, float8) rows into a fresh table and commit; each is run
-REPEATS times (default 5) and the best and median seconds are printed as one JSON line
-per driver, then the ratio of the medians. psycopg runs its executemany as it does by
-default (pipelined since 3.1); writerlock sends a thousand statements to a message.
+make bench runs it as scenario 10 (writerlock-bench reads its last line); it runs by hand
+too. Both drivers insert the same (int, text, float8) rows into a table of their own,
+`executemany` then `commit()`, in ROUNDS alternated rounds (default 5): each round times
+one run of each driver, the order reversed every other round, so drift in the machine's
+speed does not favour either. psycopg runs its executemany as it does by default
+(pipelined since 3.1); writerlock sends a thousand statements to a message. Every run's
+rows are counted afterwards (a run that stored another count fails the script).
+
+Prints one JSON line: the rows, the rounds, each driver's seconds per round, and per round
+psycopg's seconds divided by writerlock's (above 1: writerlock is faster).
 """
 
 import json
@@ -14,44 +20,75 @@ import sys
 import time
 
 
-def run(label, connect, sql, rows, repeats):
-    times = []
-    conn = connect()
-    for _ in range(repeats):
-        cur = conn.cursor()
-        cur.execute("TRUNCATE bench_many")
-        conn.commit()
-        start = time.perf_counter()
-        cur.executemany(sql, rows)
-        conn.commit()
-        times.append(time.perf_counter() - start)
-    count = conn.cursor().execute("SELECT count(*) FROM bench_many").fetchone()[0]
-    conn.close()
-    if count != len(rows):
-        sys.exit(f"{label}: {count} rows stored, {len(rows)} expected")
-    out = {"driver": label, "rows": len(rows), "best": min(times), "median": statistics.median(times)}
-    print(json.dumps(out))
-    return out
+def timed(conn, table, sql, rows):
+    """One run: empty the table, then executemany and commit, timed."""
+    cur = conn.cursor()
+    cur.execute(f"TRUNCATE {table}")
+    conn.commit()
+    start = time.perf_counter()
+    cur.executemany(sql, rows)
+    conn.commit()
+    took = time.perf_counter() - start
+    stored = conn.cursor().execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+    conn.commit()
+    if stored != len(rows):
+        sys.exit(f"pg_executemany.py: {table}: {stored} rows stored, {len(rows)} expected")
+    return took
 
 
 def main():
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
     url = sys.argv[1]
     n = int(sys.argv[2]) if len(sys.argv) > 2 else 10_000
-    repeats = int(sys.argv[3]) if len(sys.argv) > 3 else 5
+    rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 5
     import psycopg
     from writerlock import postgres
 
     setup = postgres.connect(url, autocommit=True)
-    setup.execute("DROP TABLE IF EXISTS bench_many")
-    setup.execute("CREATE TABLE bench_many (id int, name text, v float8)")
-    setup.close()
+    for table in ("bench_many_writerlock", "bench_many_psycopg"):
+        setup.execute(f"DROP TABLE IF EXISTS {table}")
+        setup.execute(f"CREATE TABLE {table} (id int, name text, v float8)")
     rows = [(i, f"name {i}", i * 0.5) for i in range(n)]
-    ours = run("writerlock", lambda: postgres.connect(url), "INSERT INTO bench_many VALUES (?, ?, ?)", rows, repeats)
-    theirs = run("psycopg", lambda: psycopg.connect(url), "INSERT INTO bench_many VALUES (%s, %s, %s)", rows, repeats)
-    print(json.dumps({"psycopg_over_writerlock": theirs["median"] / ours["median"]}))
-    drop = postgres.connect(url, autocommit=True)
-    drop.execute("DROP TABLE bench_many")
-    drop.close()
+    drivers = {
+        "writerlock": (
+            postgres.connect(url),
+            "bench_many_writerlock",
+            "INSERT INTO bench_many_writerlock VALUES (?, ?, ?)",
+        ),
+        "psycopg": (
+            psycopg.connect(url),
+            "bench_many_psycopg",
+            "INSERT INTO bench_many_psycopg VALUES (%s, %s, %s)",
+        ),
+    }
+    # One warm-up run each: connection, statement and type caches.
+    for conn, table, sql in drivers.values():
+        timed(conn, table, sql, rows[:100])
+    seconds = {name: [] for name in drivers}
+    for r in range(rounds):
+        order = ["writerlock", "psycopg"] if r % 2 == 0 else ["psycopg", "writerlock"]
+        for name in order:
+            seconds[name].append(timed(*drivers[name], rows))
+    for conn, _, _ in drivers.values():
+        conn.close()
+    for table in ("bench_many_writerlock", "bench_many_psycopg"):
+        setup.execute(f"DROP TABLE {table}")
+    setup.close()
+    speed = [p / w for p, w in zip(seconds["psycopg"], seconds["writerlock"])]
+    print(
+        json.dumps(
+            {
+                "rows": n,
+                "rounds": rounds,
+                "seconds": seconds,
+                "median_s": {k: statistics.median(v) for k, v in seconds.items()},
+                "best_s": {k: min(v) for k, v in seconds.items()},
+                "speed_over_psycopg": speed,
+                "median_speed_over_psycopg": statistics.median(speed),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

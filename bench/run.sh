@@ -5,7 +5,7 @@
 #   QUICK=1 bench/run.sh                        short run (under 2 minutes)
 #
 # Without TEST_DATABASE_URL it runs itself inside tests/with-postgres.sh, which
-# starts a throwaway PostgreSQL cluster for scenarios 6 and 7 and removes it
+# starts a throwaway PostgreSQL cluster for scenarios 6, 7 and 10 and removes it
 # afterwards. Results: target/bench/results.txt, results.json, waits.svg. A
 # complete full run also writes bench/results/MACHINE.json, the committed
 # results docs/performance.md's tables are made from (make bench-readme); MACHINE is

@@ -147,3 +147,110 @@ fn columns_read_as_their_type_and_print_as_postgres_does() {
     assert_eq!(names, ["a", "b"]);
     assert!(!c.in_transaction());
 }
+
+#[test]
+fn oid_alias_columns_read_as_the_names_the_server_prints() {
+    let db = TestDb::new("values_reg");
+    let mut c = db.connect(&Settings::new());
+    c.execute_batch("CREATE TABLE reg_target (id int)")
+        .expect("create");
+    let cases: &[(&str, &str)] = &[
+        ("'pg_class'::regclass", "pg_class"),
+        ("'reg_target'::regclass", "reg_target"),
+        ("'int4'::regtype", "integer"),
+        ("'now'::regproc", "now"),
+        ("'sum(int4)'::regprocedure", "sum(integer)"),
+        ("'||/'::regoper", "||/"),
+        ("'+(int4,int4)'::regoperator", "+(integer,integer)"),
+        ("'pg_catalog'::regnamespace", "pg_catalog"),
+        ("'pg_monitor'::regrole", "pg_monitor"),
+        ("'english'::regconfig", "english"),
+        ("'simple'::regdictionary", "simple"),
+        ("'\"C\"'::regcollation", "\"C\""),
+        // No object: the server prints `-` for 0 and the number for an unknown OID.
+        ("0::oid::regclass", "-"),
+        ("4000000000::oid::regtype", "4000000000"),
+        (
+            "array['pg_class', 'reg_target']::regclass[]",
+            "{pg_class,reg_target}",
+        ),
+        ("row('pg_type'::regclass, 1)", "(pg_type,1)"),
+    ];
+    for (literal, text) in cases {
+        let sql = format!("SELECT {literal}, format('%s', {literal})");
+        let rows = c.execute(&sql, &[]).expect(&sql);
+        let row = rows.first().expect("a row");
+        assert_eq!(
+            row.get(0).and_then(Value::pg_text).as_deref(),
+            Some(*text),
+            "{literal}"
+        );
+        assert_eq!(
+            row.get(1).and_then(Value::pg_text).as_deref(),
+            Some(*text),
+            "{literal} as the server prints it"
+        );
+    }
+    assert_eq!(
+        one(&mut c, "SELECT 'int8'::regtype", &[]),
+        Value::Text("bigint".into())
+    );
+    assert_eq!(
+        one(&mut c, "SELECT NULL::regclass", &[]),
+        Value::Null,
+        "NULL is NULL, and looks nothing up"
+    );
+    // Many rows, several types in one statement; a parameter's OID reads as its name too.
+    let rows = c
+        .execute(
+            "SELECT oid::regclass, reltype::regtype, relnamespace::regnamespace FROM pg_class \
+             WHERE relname IN ('pg_class', 'pg_type', 'reg_target') ORDER BY relname",
+            &[],
+        )
+        .expect("pg_class");
+    let texts: Vec<Vec<String>> = rows
+        .rows()
+        .iter()
+        .map(|r| {
+            (0..3)
+                .map(|i| r.get(i).and_then(Value::pg_text).unwrap_or_default())
+                .collect()
+        })
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            ["pg_class", "pg_class", "pg_catalog"],
+            ["pg_type", "pg_type", "pg_catalog"],
+            ["reg_target", "reg_target", "public"],
+        ]
+    );
+    assert_eq!(
+        one(&mut c, "SELECT ?::oid::regclass", &[Value::Int(1259)]),
+        Value::Text("pg_class".into())
+    );
+    // Inside a transaction the names come from it (a table it created), and the lookup
+    // leaves it open and usable.
+    c.begin().expect("begin");
+    c.execute_batch("CREATE TABLE reg_new (id int)")
+        .expect("create in tx");
+    assert_eq!(
+        one(&mut c, "SELECT 'reg_new'::regclass", &[]),
+        Value::Text("reg_new".into())
+    );
+    assert!(c.in_transaction());
+    c.rollback().expect("rollback");
+    // Rows handed out one by one wait for the names, and every row still arrives.
+    let mut seen = Vec::new();
+    c.execute_each(
+        "SELECT g, 'pg_class'::regclass FROM generate_series(1, 3) g",
+        &[],
+        &mut |_, row| {
+            seen.push(row.get(1).and_then(Value::pg_text).unwrap_or_default());
+            Ok(())
+        },
+    )
+    .expect("each");
+    assert_eq!(seen, ["pg_class", "pg_class", "pg_class"]);
+    assert!(!c.in_transaction());
+}

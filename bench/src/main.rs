@@ -7,7 +7,7 @@
 //! Figures are reported, never asserted.
 //!
 //! ```text
-//! writerlock-bench [--quick] [--only 1,2,3,4,5,8,9,6,7] [--out DIR] [--record DIR]
+//! writerlock-bench [--quick] [--only 1,2,3,4,5,8,9,6,7,10] [--out DIR] [--record DIR]
 //! writerlock-bench worker CONFIG      (internal: one worker process)
 //! ```
 
@@ -34,7 +34,7 @@ use serde_json::json;
 use crate::report::{Report, Target};
 
 const USAGE: &str =
-    "usage: writerlock-bench [--quick] [--only 1,2,3,4,5,8,9,6,7] [--writers 1,2,4,8,16] [--out DIR] [--record DIR]
+    "usage: writerlock-bench [--quick] [--only 1,2,3,4,5,8,9,6,7,10] [--writers 1,2,4,8,16] [--out DIR] [--record DIR]
   --quick    the short run (also QUICK=1 in the environment)
   --only     run only these scenarios (4 and 5 use the runs of 1 and 3)
   --writers  scenario 3's writer counts (default 1,2,4,8,16; targets need 16)
@@ -42,7 +42,7 @@ const USAGE: &str =
   --record   also write results.json as DIR/MACHINE.json (the committed results file),
              only after a complete run: every scenario, the default writer counts, no
              errors; MACHINE is BENCH_MACHINE, or the CPU count and model (2cpu-amd-epyc)
-The Postgres scenarios (6, 7) need TEST_DATABASE_URL; bench/run.sh provides a throwaway cluster.";
+The Postgres scenarios (6, 7, 10) need TEST_DATABASE_URL; bench/run.sh provides a throwaway cluster.";
 
 /// One SQLite scenario.
 type Step = fn(&mut sqlite::Sqlite) -> error::Result<()>;
@@ -201,16 +201,16 @@ fn run(opts: &Options) -> ExitCode {
     let _ = std::fs::remove_dir_all(&tmp);
 
     let mut pg_meta = json!(null);
-    if wants("6") || wants("7") {
+    if wants("6") || wants("7") || wants("10") {
         match std::env::var("TEST_DATABASE_URL") {
             Ok(url) if !url.is_empty() => {
-                eprintln!("scenarios 6 and 7 (Postgres)");
+                eprintln!("scenarios 6, 7 and 10 (Postgres)");
                 report.load_note = Some(report::load_average());
                 match pg::scenarios(
                     &url,
                     opts.quick,
                     &opts.out,
-                    (wants("6"), wants("7")),
+                    (wants("6"), wants("7"), wants("10")),
                     &mut report,
                 ) {
                     Ok(meta) => pg_meta = meta,
@@ -221,7 +221,7 @@ fn run(opts: &Options) -> ExitCode {
                 }
             }
             _ => {
-                let msg = "the Postgres scenarios (6, 7) need TEST_DATABASE_URL: run bench/run.sh, which starts a throwaway cluster (tests/with-postgres.sh; apt-get install -y postgresql)";
+                let msg = "the Postgres scenarios (6, 7, 10) need TEST_DATABASE_URL: run bench/run.sh, which starts a throwaway cluster (tests/with-postgres.sh; apt-get install -y postgresql)";
                 eprintln!("writerlock-bench: {msg}");
                 errors.push(msg.into());
                 report.targets.push(Target::skipped(
@@ -230,6 +230,14 @@ fn run(opts: &Options) -> ExitCode {
                     "≤ 15.50 s",
                     "no TEST_DATABASE_URL",
                 ));
+                if wants("10") {
+                    report.targets.push(Target::skipped(
+                        "S10 Postgres executemany, 10,000 rows in a transaction",
+                        "writerlock ÷ psycopg speed",
+                        "≥ 1.00",
+                        "no TEST_DATABASE_URL",
+                    ));
+                }
             }
         }
     }

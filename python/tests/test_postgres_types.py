@@ -58,6 +58,19 @@ WRITTEN: List[Tuple[str, Any]] = [
     ("numeric[]", [decimal.Decimal("1.10")]),
     ("uuid[]", [uuid.UUID(int=1)]),
     ("int4[]", []),
+    # The OID-alias types: written as a name, read as the name the server prints.
+    ("regclass", "pg_class"),
+    ("regtype", "int4"),
+    ("regproc", "now"),
+    ("regprocedure", "sum(int4)"),
+    ("regoper", "||/"),
+    ("regoperator", "+(int4,int4)"),
+    ("regnamespace", "pg_catalog"),
+    ("regrole", "pg_monitor"),
+    ("regconfig", "english"),
+    ("regdictionary", "simple"),
+    ("regcollation", '"C"'),
+    ("regclass[]", ["pg_type", "pg_class"]),
 ]
 
 JSON_WRITTEN: List[Tuple[str, Any]] = [
@@ -163,6 +176,22 @@ def test_types_psycopg_maps_are_read_the_same_and_the_rest_as_text(pg_db) -> Non
         "'(1,2)'::tid",
         "'7'::xid",
         "'7'::xid8",
+        "'pg_class'::regclass",
+        "'int8'::regtype",
+        "'now'::regproc",
+        "'sum(int4)'::regprocedure",
+        "'||/'::regoper",
+        "'+(int4,int4)'::regoperator",
+        "'pg_catalog'::regnamespace",
+        "'pg_monitor'::regrole",
+        "'english'::regconfig",
+        "'simple'::regdictionary",
+        "'\"C\"'::regcollation",
+        "0::oid::regclass",
+        "4000000000::oid::regtype",
+        "'{pg_class,pg_type}'::regclass[]",
+        "row('pg_type'::regclass, 1)",
+        "NULL::regclass",
     ]
     for literal in literals:
         mine = ours.execute(f"SELECT {literal}").fetchone()[0]
@@ -171,6 +200,26 @@ def test_types_psycopg_maps_are_read_the_same_and_the_rest_as_text(pg_db) -> Non
             _same(mine, psy)
         except AssertionError as err:
             raise AssertionError(f"{literal}: {err}") from None
+    # OID-alias columns of a table made in the open transaction, many rows of them: the
+    # names are the ones that transaction sees, and it stays open.
+    sql = (
+        "SELECT c.oid::regclass, c.reltype::regtype, c.relnamespace::regnamespace FROM pg_class c "
+        "WHERE c.relname IN ('reg_made_here', 'pg_class', 'pg_type') ORDER BY c.relname"
+    )
+    read = []
+    for conn in (ours, theirs):  # one after the other: the same name in two transactions waits
+        conn.execute("CREATE TABLE reg_made_here (id int)")
+        read.append(conn.execute(sql).fetchall())
+        conn.rollback()
+    _same(read[0], read[1])
+    assert read[0][-1] == ("reg_made_here", "reg_made_here", "public")
+    # A server-side cursor streams them by name too.
+    named = ours.cursor("reg_stream")
+    named.itersize = 2
+    named.execute("SELECT g, 'pg_class'::regclass FROM generate_series(1, 5) g")
+    assert list(named) == [(g, "pg_class") for g in range(1, 6)]
+    named.close()
+    ours.rollback()
     # Ranges: psycopg has a Range class of its own; this module reads a range as its text.
     assert ours.execute("SELECT '[1,5)'::int4range, 'empty'::int4range").fetchone() == ("[1,5)", "empty")
     assert ours.execute("SELECT tstzrange('2024-01-01', NULL)").fetchone() == (

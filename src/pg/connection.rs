@@ -15,7 +15,9 @@
 //! that hands each transaction to another server connection runs each statement with its
 //! own parameters. (A statement that may return rows but returned none is described once
 //! more, Parse and Describe only, for its columns; nothing runs twice. That statement is
-//! named, as the driver describes only named ones, and lives inside one transaction.)
+//! named, as the driver describes only named ones, and lives inside one transaction. A result
+//! holding OID-alias values, `regclass` and the like, which come as bare OIDs, is followed by
+//! one more unnamed statement that asks the server for their names.)
 
 use std::mem::ManuallyDrop;
 use std::sync::{mpsc, Arc, Mutex};
@@ -34,7 +36,9 @@ use super::settings::{verify_checks, Settings};
 pub use super::settings::{SettingCheck, SettingStatus};
 use super::socket::{Peer, SessionSocket};
 use super::tls::SslMode as TlsMode;
-use super::value::{decode, readable, Column, Row, Rows, Value};
+use super::value::{
+    decode_named, may_hold_reg, readable, reg_oids, Column, RegNames, Row, Rows, Value,
+};
 
 /// Where a connection stands with respect to a transaction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -846,19 +850,29 @@ impl Connection {
             .map_err(Error::from_driver)?;
         let mut columns: Option<(Vec<Column>, Vec<Type>)> = None;
         let mut failed: Option<Error> = None;
+        // Rows with OID-alias columns (`regclass`...) wait until their names are looked up.
+        let mut waiting: Option<Vec<postgres::Row>> = None;
         while let Some(row) = iter.next().map_err(Error::from_driver)? {
             if failed.is_some() {
                 continue; // read the rest, so the session stays in step
             }
             let (cols, types) = columns.get_or_insert_with(|| {
+                let types: Vec<Type> = row.columns().iter().map(|c| c.type_().clone()).collect();
+                if types.iter().any(may_hold_reg) {
+                    waiting = Some(Vec::new());
+                }
                 (
                     row.columns()
                         .iter()
                         .map(|c| Column::new(c.name(), c.type_()))
                         .collect(),
-                    row.columns().iter().map(|c| c.type_().clone()).collect(),
+                    types,
                 )
             });
+            if let Some(rows) = waiting.as_mut() {
+                rows.push(row);
+                continue;
+            }
             if let Some((c, ty)) = cols.iter().zip(types.iter()).find(|(_, t)| !readable(t)) {
                 failed = Some(Error::UnsupportedType {
                     column: c.name().to_string(),
@@ -866,7 +880,10 @@ impl Connection {
                 });
                 continue;
             }
-            match read_row(&row, cols, types).and_then(|values| sink(cols, Row::new(values))) {
+            let names = RegNames::default();
+            match read_row(&row, cols, types, &names)
+                .and_then(|values| sink(cols, Row::new(values)))
+            {
                 Ok(()) => {}
                 Err(e) => failed = Some(e),
             }
@@ -876,6 +893,23 @@ impl Connection {
         }
         let affected = iter.rows_affected().unwrap_or(0);
         drop(iter);
+        if let (Some(rows), Some((cols, types))) = (waiting, columns.as_ref()) {
+            let names = self.reg_names(&rows, cols, types)?;
+            let mut failed = None;
+            for row in &rows {
+                if failed.is_some() {
+                    break;
+                }
+                if let Err(e) = read_row(row, cols, types, &names)
+                    .and_then(|values| sink(cols, Row::new(values)))
+                {
+                    failed = Some(e);
+                }
+            }
+            if let Some(e) = failed {
+                return Err(e);
+            }
+        }
         let columns = match columns {
             Some((c, _)) => c,
             // No row came back: describe the statement (no rows run) for its columns.
@@ -883,6 +917,67 @@ impl Connection {
             None => Vec::new(),
         };
         Ok((columns, affected))
+    }
+
+    /// The names of the OID-alias values (`regclass`, `regtype`...) in `rows`, as the
+    /// server prints them (the text psycopg reads): one more statement, run only when such
+    /// values came back, one unnamed statement in one round trip that casts each OID to
+    /// its type and to text (an OID without an object prints as its number).
+    fn reg_names(
+        &mut self,
+        rows: &[postgres::Row],
+        columns: &[Column],
+        types: &[Type],
+    ) -> Result<RegNames, Error> {
+        let mut wanted = std::collections::BTreeSet::new();
+        for row in rows {
+            for (i, ty) in types.iter().enumerate() {
+                let raw: Raw<'_> = row.try_get(i).map_err(Error::from_driver)?;
+                reg_oids(ty, raw.0, &mut wanted).map_err(|reason| Error::Driver {
+                    reason: format!(
+                        "could not read column {} ({}): {reason}",
+                        columns[i].name(),
+                        ty.name()
+                    ),
+                })?;
+            }
+        }
+        let mut names = RegNames::default();
+        if wanted.is_empty() {
+            return Ok(names);
+        }
+        let mut by_type: Vec<(u32, Vec<u32>)> = Vec::new();
+        for (type_oid, oid) in wanted {
+            match by_type.last_mut() {
+                Some((t, oids)) if *t == type_oid => oids.push(oid),
+                _ => by_type.push((type_oid, vec![oid])),
+            }
+        }
+        let mut select = Vec::with_capacity(by_type.len());
+        for (type_oid, oids) in &by_type {
+            let name = Type::from_oid(*type_oid)
+                .map_or_else(|| "oid".to_string(), |t| t.name().to_string());
+            let list: Vec<String> = oids.iter().map(u32::to_string).collect();
+            select.push(format!("'{{{}}}'::oid[]::{name}[]::text[]", list.join(",")));
+        }
+        let sql = format!("SELECT {}", select.join(", "));
+        let found = self
+            .client
+            .query_typed(&sql, &[])
+            .map_err(Error::from_driver)?;
+        let row = found.first().ok_or_else(|| Error::Driver {
+            reason: "the names of regclass (or other OID-alias) values did not come back"
+                .to_string(),
+        })?;
+        for (i, (type_oid, oids)) in by_type.iter().enumerate() {
+            let texts: Vec<Option<String>> = row.try_get(i).map_err(Error::from_driver)?;
+            for (oid, text) in oids.iter().zip(texts) {
+                if let Some(text) = text {
+                    names.insert(*type_oid, *oid, text);
+                }
+            }
+        }
+        Ok(names)
     }
 
     /// The result columns of `sql`, described by the server without running it. The driver
@@ -1038,11 +1133,16 @@ impl Connection {
 }
 
 /// Reads one row's values with its columns' types.
-fn read_row(row: &postgres::Row, columns: &[Column], types: &[Type]) -> Result<Vec<Value>, Error> {
+fn read_row(
+    row: &postgres::Row,
+    columns: &[Column],
+    types: &[Type],
+    names: &RegNames,
+) -> Result<Vec<Value>, Error> {
     let mut values = Vec::with_capacity(types.len());
     for (i, ty) in types.iter().enumerate() {
         let raw: Raw<'_> = row.try_get(i).map_err(Error::from_driver)?;
-        let value = decode(ty, raw.0).map_err(|reason| match reason {
+        let value = decode_named(ty, raw.0, names).map_err(|reason| match reason {
             None => Error::UnsupportedType {
                 column: columns[i].name().to_string(),
                 type_name: ty.name().to_string(),

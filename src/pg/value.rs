@@ -15,6 +15,7 @@
 //! of any type is [`Value::Null`]; a value of a type this crate cannot read is an
 //! [`Error::UnsupportedType`](super::Error::UnsupportedType) that says how to cast it.
 
+use std::collections::{BTreeSet, HashMap};
 use std::error::Error as StdError;
 
 use bytes::{BufMut, BytesMut};
@@ -673,8 +674,8 @@ impl<'a> Reader<'a> {
 
 /// Decodes an element of a container (array, range, record): unsupported element types
 /// are an error that names the type.
-fn element(ty: &Type, raw: Option<&[u8]>) -> Result<Value, String> {
-    decode(ty, raw).map_err(|e| {
+fn element(ty: &Type, raw: Option<&[u8]>, names: &RegNames) -> Result<Value, String> {
+    decode_named(ty, raw, names).map_err(|e| {
         e.unwrap_or_else(|| {
             format!(
                 "its elements are of type {}, which cannot be read",
@@ -684,7 +685,7 @@ fn element(ty: &Type, raw: Option<&[u8]>) -> Result<Value, String> {
     })
 }
 
-fn array(elem: &Type, raw: &[u8]) -> Result<Value, String> {
+fn array(elem: &Type, raw: &[u8], names: &RegNames) -> Result<Value, String> {
     let mut r = Reader { raw };
     let ndim = usize::try_from(r.i32()?).map_err(|e| e.to_string())?;
     let _has_nulls = r.i32()?;
@@ -697,24 +698,29 @@ fn array(elem: &Type, raw: &[u8]) -> Result<Value, String> {
         dims.push(usize::try_from(r.i32()?).map_err(|e| e.to_string())?);
         let _lower = r.i32()?;
     }
-    fn level(r: &mut Reader<'_>, elem: &Type, dims: &[usize]) -> Result<Value, String> {
+    fn level(
+        r: &mut Reader<'_>,
+        elem: &Type,
+        dims: &[usize],
+        names: &RegNames,
+    ) -> Result<Value, String> {
         let (&n, rest) = dims.split_first().ok_or("array without dimensions")?;
         let mut items = Vec::with_capacity(n.min(1 << 16));
         for _ in 0..n {
             items.push(if rest.is_empty() {
                 let raw = r.element()?;
-                element(elem, raw)?
+                element(elem, raw, names)?
             } else {
-                level(r, elem, rest)?
+                level(r, elem, rest, names)?
             });
         }
         Ok(Value::Array(items))
     }
-    level(&mut r, elem, &dims)
+    level(&mut r, elem, &dims, names)
 }
 
 /// A range in its text form: `[1,5)`, `empty`, `(,"2024-01-01 00:00:00")`.
-fn range_text(elem: &Type, raw: &[u8]) -> Result<String, String> {
+fn range_text(elem: &Type, raw: &[u8], names: &RegNames) -> Result<String, String> {
     let mut r = Reader { raw };
     let flags = r.take(1)?[0];
     if flags & 0x01 != 0 {
@@ -725,7 +731,7 @@ fn range_text(elem: &Type, raw: &[u8]) -> Result<String, String> {
             return Ok(String::new());
         }
         let raw = r.element()?;
-        let value = element(elem, raw)?;
+        let value = element(elem, raw, names)?;
         Ok(quoted(
             &value.pg_text().unwrap_or_default(),
             &['(', ')', '[', ']', ','],
@@ -741,7 +747,7 @@ fn range_text(elem: &Type, raw: &[u8]) -> Result<String, String> {
 }
 
 /// A record's or composite's fields, each in its text form.
-fn record_fields(raw: &[u8]) -> Result<Vec<Value>, String> {
+fn record_fields(raw: &[u8], names: &RegNames) -> Result<Vec<Value>, String> {
     let mut r = Reader { raw };
     let n = usize::try_from(r.i32()?).map_err(|e| e.to_string())?;
     let mut fields = Vec::with_capacity(n.min(1 << 12));
@@ -750,7 +756,7 @@ fn record_fields(raw: &[u8]) -> Result<Vec<Value>, String> {
         let raw = r.element()?;
         let value = match (raw, Type::from_oid(oid)) {
             (None, _) => Value::Null,
-            (Some(raw), Some(ty)) => match element(&ty, Some(raw))?.pg_text() {
+            (Some(raw), Some(ty)) => match element(&ty, Some(raw), names)?.pg_text() {
                 Some(text) => Value::Text(text),
                 None => Value::Null,
             },
@@ -938,8 +944,118 @@ fn hex_joined(raw: &[u8], sep: &str) -> String {
         .join(sep)
 }
 
+/// Whether `ty` is one of the OID-alias types (`regclass`, `regtype`, `regproc`...),
+/// which a binary result carries as the OID alone, where their text is the object's name.
+pub(crate) fn is_reg(ty: &Type) -> bool {
+    matches!(
+        *ty,
+        Type::REGPROC
+            | Type::REGPROCEDURE
+            | Type::REGOPER
+            | Type::REGOPERATOR
+            | Type::REGCLASS
+            | Type::REGTYPE
+            | Type::REGNAMESPACE
+            | Type::REGROLE
+            | Type::REGCONFIG
+            | Type::REGDICTIONARY
+            | Type::REGCOLLATION
+    )
+}
+
+/// Whether a column of type `ty` may hold an OID-alias value: one itself, an array of
+/// them, or a record or composite (whose fields say their types only in each value).
+pub(crate) fn may_hold_reg(ty: &Type) -> bool {
+    let ty = base_type(ty);
+    if is_reg(ty) || *ty == Type::RECORD {
+        return true;
+    }
+    match ty.kind() {
+        Kind::Array(elem) => may_hold_reg(elem),
+        Kind::Composite(_) => true,
+        _ => false,
+    }
+}
+
+/// The names of OID-alias values, by (type OID, value OID), as the server prints them.
+#[derive(Debug, Default)]
+pub(crate) struct RegNames(HashMap<(u32, u32), String>);
+
+impl RegNames {
+    /// Records the name of `oid` as a value of the type with OID `type_oid`.
+    pub(crate) fn insert(&mut self, type_oid: u32, oid: u32, name: String) {
+        self.0.insert((type_oid, oid), name);
+    }
+
+    fn get(&self, type_oid: u32, oid: u32) -> Option<&str> {
+        self.0.get(&(type_oid, oid)).map(String::as_str)
+    }
+}
+
+/// Adds to `out` each OID-alias value in a binary value of type `ty` (its type's OID and
+/// the value), looking into arrays, records and composites.
+pub(crate) fn reg_oids(
+    ty: &Type,
+    raw: Option<&[u8]>,
+    out: &mut BTreeSet<(u32, u32)>,
+) -> Result<(), String> {
+    let Some(raw) = raw else {
+        return Ok(());
+    };
+    let ty = base_type(ty);
+    if is_reg(ty) {
+        out.insert((ty.oid(), u32::from_be_bytes(be(raw)?)));
+        return Ok(());
+    }
+    let mut r = Reader { raw };
+    match ty.kind() {
+        Kind::Array(elem) if may_hold_reg(elem) => {
+            let ndim = usize::try_from(r.i32()?).map_err(|e| e.to_string())?;
+            let _has_nulls = r.i32()?;
+            let _oid = r.u32()?;
+            let mut count: usize = usize::from(ndim > 0);
+            for _ in 0..ndim {
+                count = count.saturating_mul(usize::try_from(r.i32()?).map_err(|e| e.to_string())?);
+                let _lower = r.i32()?;
+            }
+            for _ in 0..count {
+                reg_oids(elem, r.element()?, out)?;
+            }
+        }
+        Kind::Composite(_) => record_oids(&mut r, out)?,
+        _ if *ty == Type::RECORD => record_oids(&mut r, out)?,
+        _ => {}
+    }
+    Ok(())
+}
+
+fn record_oids(r: &mut Reader<'_>, out: &mut BTreeSet<(u32, u32)>) -> Result<(), String> {
+    let n = r.i32()?;
+    for _ in 0..n {
+        let oid = r.u32()?;
+        let raw = r.element()?;
+        if let Some(ty) = Type::from_oid(oid) {
+            reg_oids(&ty, raw, out)?;
+        }
+    }
+    Ok(())
+}
+
 /// Reads one binary column value of type `ty`; `Err(None)` when the type is unsupported.
+/// The OID-alias types (`regclass`...) read as their OID's text: their names come from
+/// [`decode_named`].
+#[cfg(test)]
 pub(crate) fn decode(ty: &Type, raw: Option<&[u8]>) -> Result<Value, Option<String>> {
+    decode_named(ty, raw, &RegNames::default())
+}
+
+/// Reads one binary column value like [`decode`], the OID-alias types (`regclass`,
+/// `regtype`...) as their names in `names`, which [`reg_oids`] says to look up.
+pub(crate) fn decode_named(
+    ty: &Type,
+    raw: Option<&[u8]>,
+    names: &RegNames,
+) -> Result<Value, Option<String>> {
     let Some(raw) = raw else {
         return Ok(Value::Null);
     };
@@ -948,8 +1064,8 @@ pub(crate) fn decode(ty: &Type, raw: Option<&[u8]>) -> Result<Value, Option<Stri
     match ty.kind() {
         Kind::Enum(_) => return utf8(raw).map(Value::Text).map_err(Some),
         Kind::Array(_) if vector => {}
-        Kind::Array(elem) => return array(elem, raw).map_err(Some),
-        Kind::Range(elem) => return range_text(elem, raw).map(Value::Text).map_err(Some),
+        Kind::Array(elem) => return array(elem, raw, names).map_err(Some),
+        Kind::Range(elem) => return range_text(elem, raw, names).map(Value::Text).map_err(Some),
         Kind::Multirange(range) => {
             let Kind::Range(elem) = range.kind() else {
                 return Err(None);
@@ -959,12 +1075,12 @@ pub(crate) fn decode(ty: &Type, raw: Option<&[u8]>) -> Result<Value, Option<Stri
             let mut parts = Vec::with_capacity(n.min(1 << 12));
             for _ in 0..n {
                 let part = r.element().map_err(Some)?.unwrap_or_default();
-                parts.push(range_text(elem, part).map_err(Some)?);
+                parts.push(range_text(elem, part, names).map_err(Some)?);
             }
             return Ok(Value::Text(format!("{{{}}}", parts.join(","))));
         }
         Kind::Composite(_) => {
-            return record_fields(raw)
+            return record_fields(raw, names)
                 .map(|f| Value::Text(record_text(&f)))
                 .map_err(Some)
         }
@@ -979,9 +1095,16 @@ pub(crate) fn decode(ty: &Type, raw: Option<&[u8]>) -> Result<Value, Option<Stri
         Type::INT2 => Value::Int(i16::from_be_bytes(be(raw)?).into()),
         Type::INT4 => Value::Int(i32::from_be_bytes(be(raw)?).into()),
         Type::INT8 => Value::Int(i64::from_be_bytes(be(raw)?)),
-        // The reg* types arrive as their OID in binary: the name would take a catalog read.
-        Type::OID | Type::REGPROC | Type::REGCLASS | Type::REGTYPE => {
-            Value::Int(u32::from_be_bytes(be(raw)?).into())
+        Type::OID => Value::Int(u32::from_be_bytes(be(raw)?).into()),
+        // The OID-alias types arrive as their OID in binary; psycopg reads the server's
+        // text, the object's name, which the connection looked up (see `reg_oids`).
+        _ if is_reg(ty) => {
+            let oid = u32::from_be_bytes(be(raw)?);
+            Value::Text(
+                names
+                    .get(ty.oid(), oid)
+                    .map_or_else(|| oid.to_string(), str::to_string),
+            )
         }
         // Types psycopg reads as their text.
         Type::XID | Type::CID => Value::Text(u32::from_be_bytes(be(raw)?).to_string()),
@@ -998,7 +1121,7 @@ pub(crate) fn decode(ty: &Type, raw: Option<&[u8]>) -> Result<Value, Option<Stri
             } else {
                 Type::INT2
             };
-            let Value::Array(items) = array(&elem, raw)? else {
+            let Value::Array(items) = array(&elem, raw, names)? else {
                 return Err(Some("a vector that is not an array".to_string()));
             };
             let texts: Vec<String> = items.iter().filter_map(Value::pg_text).collect();
@@ -1070,7 +1193,7 @@ pub(crate) fn decode(ty: &Type, raw: Option<&[u8]>) -> Result<Value, Option<Stri
             let lsn = u64::from_be_bytes(be(raw)?);
             Value::Text(format!("{:X}/{:X}", lsn >> 32, lsn & 0xFFFF_FFFF))
         }
-        Type::RECORD => Value::Record(record_fields(raw)?),
+        Type::RECORD => Value::Record(record_fields(raw, names)?),
         Type::POINT
         | Type::LSEG
         | Type::BOX
