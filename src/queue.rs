@@ -567,10 +567,12 @@ impl WriterQueue {
                         queue: self,
                         lock_fd: view.lock_fd,
                     };
+                    // A turn granted in arrival order: not taken back within a slice.
                     let outcome = match page {
-                        Some(page) => crate::handoff::wait_for_turn(&view, page, deadline, false),
-                        None => crate::polling::wait_for_turn(&view, deadline).map(|()| false),
-                    };
+                        Some(page) => crate::handoff::wait_for_turn(&view, page, deadline),
+                        None => crate::polling::wait_for_turn(&view, deadline),
+                    }
+                    .map(|()| false);
                     std::mem::forget(unwinding);
                     outcome
                 }

@@ -161,17 +161,13 @@ pub(crate) fn take_back_in_slice(lock_fd: i32, page: PageRef) -> bool {
 }
 
 /// Waits for the turn through the page; falls back to polling when the
-/// page has no free slot.
+/// page has no free slot. (A turn taken straight back within a slice never
+/// gets here: the queue tries [`take_back_in_slice`] first.)
 pub(crate) fn wait_for_turn(
     view: &FilesView,
     page: PageRef,
     deadline: &Deadline,
-    in_slice: bool,
-) -> Result<bool, Gave> {
-    // Within its slice a writer takes the lock straight back if it is free.
-    if in_slice && take_back_in_slice(view.lock_fd, page) {
-        return Ok(true);
-    }
+) -> Result<(), Gave> {
     // A page-aware writer is on the page for as long as it holds the queue
     // file (it joins the page first and leaves it last), so writers in the
     // queue file that are not on the page are writers that can only poll.
@@ -181,7 +177,7 @@ pub(crate) fn wait_for_turn(
         if result.is_ok() {
             page.note_acquired(true);
         }
-        return result.map(|()| false);
+        return result;
     };
     // On unwinding (a panic in a host's interrupt check, here or while
     // joining the queue file) the slot and the queue file are left, so the
@@ -293,7 +289,7 @@ pub(crate) fn wait_for_turn(
         // Gave up: pass the wake-up on in case it was meant for us.
         page.wake_oldest(false);
     }
-    result.map(|()| false)
+    result
 }
 
 /// Leaves the queue file and the page's slot if a wait unwinds.
