@@ -588,9 +588,13 @@ class Cursor:
             )
         return self._rows
 
+    def _need(self) -> List[Tuple[Any, ...]]:
+        """The rows to read the next one from (a server-side cursor fetches more here)."""
+        return self._result()
+
     def fetchone(self) -> Any:
         """The next row, or ``None`` when there are no more."""
-        rows = self._result()
+        rows = self._need()
         if self._pos >= len(rows):
             return None
         row = rows[self._pos]
@@ -618,7 +622,8 @@ class Cursor:
         return self
 
     def __next__(self) -> Any:
-        if self._pos >= len(self._result()):
+        rows = self._need()  # a server-side cursor may fetch here, resetting the position
+        if self._pos >= len(rows):
             raise StopIteration
         return self.fetchone()
 
@@ -667,6 +672,7 @@ class ServerCursor(Cursor):
         self.withhold = withhold
         self._ident = '"' + name.replace('"', '""') + '"'
         self._serial: Optional[int] = None
+        self._within: Optional[int] = None
         self._done = True
 
     def execute(self, sql: str, params: Params = (), *, _within: Optional[int] = None) -> "Cursor":
@@ -694,7 +700,7 @@ class ServerCursor(Cursor):
         """Replaces the buffer with the next ``count`` rows (all the rest for ``None``)."""
         how = "ALL" if count is None else str(max(count, 1))
         description, rows, _ = self._run(
-            f"FETCH FORWARD {how} FROM {self._ident}", None, getattr(self, "_within", None)
+            f"FETCH FORWARD {how} FROM {self._ident}", None, self._within
         )
         self.description = description
         self._rows = rows
@@ -709,15 +715,6 @@ class ServerCursor(Cursor):
             self._fetch(self.itersize)
             rows = self._result()
         return rows
-
-    def fetchone(self) -> Any:
-        """The next row, or ``None`` when there are no more."""
-        rows = self._need()
-        if self._pos >= len(rows):
-            return None
-        row = rows[self._pos]
-        self._pos += 1
-        return self._make(row)
 
     def fetchmany(self, size: Optional[int] = None) -> List[Any]:
         """Up to ``size`` (default ``arraysize``) more rows; a negative ``size`` takes all
@@ -745,12 +742,6 @@ class ServerCursor(Cursor):
             out.extend(self._make(r) for r in self._rows or [])
             self._pos = len(self._rows or [])
         return out
-
-    def __next__(self) -> Any:
-        rows = self._need()  # may fetch the next rows, which resets the position
-        if self._pos >= len(rows):
-            raise StopIteration
-        return self.fetchone()
 
     def _close_on_server(self) -> None:
         serial, self._serial = self._serial, None
