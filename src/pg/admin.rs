@@ -1,31 +1,16 @@
 //! Queries an administrator runs against the shared database: who holds or waits for the
-//! writer lock, holders stuck idle in a transaction, and unrecorded generation bumps. The
-//! stored floor is [`stored_floor`](super::stored_floor) and the refused writers
-//! [`refused_writers`](super::refused_writers).
+//! writer lock, holders stuck idle in a transaction, unrecorded generation bumps, the stored
+//! floor and the refused writers still connected. The statements are in [`sql`](super::sql).
 
 use std::time::Duration;
 
+use super::alerts::{read_refused_writers, RefusedWriter};
 use super::connection::Connection;
 use super::error::Error;
-use super::value::{Row, Value};
-
-/// The ledger spec's holder query, limited to the current database (advisory locks are
-/// per database), with each session's `application_name`: sessions holding or waiting for
-/// the writer lock, holder first.
-pub const HOLDERS_SQL: &str = "\
-SELECT a.pid, l.granted, a.state, EXTRACT(EPOCH FROM now() - a.state_change)::float8 AS in_state, \
-       host(a.client_addr) AS client_addr, a.application_name \
-FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid \
-WHERE l.locktype = 'advisory' AND l.classid = 0 AND l.objid = 1279607879 AND l.objsubid = 1 \
-  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
-ORDER BY l.granted DESC, a.state_change";
-
-/// The ledger spec's unrecorded-bumps query: each ledger whose newest generation has no
-/// `row_changes` row.
-pub const UNRECORDED_BUMPS_SQL: &str = "\
-SELECT l.slug, l.generation FROM ledgers l \
-WHERE NOT EXISTS (SELECT 1 FROM row_changes r WHERE r.slug = l.slug AND r.generation = l.generation) \
-ORDER BY l.slug";
+use super::floor::read_stored_floor;
+use super::sql::{FLOOR_TABLE_SQL, REFUSED_WRITERS_SQL, STORED_FLOOR_SQL};
+pub use super::sql::{HOLDERS_SQL, UNRECORDED_BUMPS_SQL};
+use super::value::{Row, Rows, Value};
 
 /// A session holding or waiting for the writer lock.
 #[derive(Debug, Clone, PartialEq)]
@@ -113,4 +98,35 @@ pub fn unrecorded_bumps(conn: &mut Connection) -> Result<Vec<UnrecordedBump>, Er
             generation: r.get(1).and_then(Value::as_i64).unwrap_or(0),
         })
         .collect())
+}
+
+/// The rows of `rows`, each as its values.
+fn values(rows: Rows) -> Vec<Vec<Value>> {
+    rows.into_rows()
+        .into_iter()
+        .map(|r| r.into_values())
+        .collect()
+}
+
+/// Lists the refused writers still connected to the current database (the ledger spec's
+/// query, [`REFUSED_WRITERS_SQL`]).
+pub fn refused_writers(conn: &mut Connection) -> Result<Vec<RefusedWriter>, Error> {
+    let rows = conn.execute(REFUSED_WRITERS_SQL, &[])?;
+    Ok(read_refused_writers(&values(rows)))
+}
+
+/// Reads the stored floor; `None` when the table or its row does not exist (no writer on
+/// floor code set the database up yet).
+pub fn stored_floor(conn: &mut Connection) -> Result<Option<i64>, Error> {
+    let rows = conn.execute(FLOOR_TABLE_SQL, &[])?;
+    if rows
+        .first()
+        .and_then(|r| r.get(0))
+        .and_then(Value::read_bool)
+        != Some(true)
+    {
+        return Ok(None);
+    }
+    let rows = conn.execute(STORED_FLOOR_SQL, &[])?;
+    Ok(read_stored_floor(&values(rows)))
 }

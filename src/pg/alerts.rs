@@ -9,9 +9,8 @@
 
 use std::collections::HashSet;
 
-use super::connection::Connection;
-use super::error::{refusal_message, Error};
-use super::floor::{REFUSED_LOCK_CLASS, REFUSED_LOCK_SUBID};
+use super::error::refusal_message;
+pub use super::sql::REFUSED_WRITERS_SQL;
 use super::value::Value;
 
 /// How many closed alerts a ledger's alert list keeps; a closed alert older than these no
@@ -20,15 +19,6 @@ pub const KEPT_CLOSED_ALERTS: usize = 200;
 
 /// How a refused session without a client address (a local socket) is named.
 pub const UNSEEN_CLIENT: &str = "an unseen client";
-
-/// The ledger spec's query for refused writers still connected to the current database.
-pub const REFUSED_WRITERS_SQL: &str = "\
-SELECT DISTINCT COALESCE(host(a.client_addr), 'an unseen client') AS writer, a.pid, \
-       l.objid::BIGINT / 65536 AS version, l.objid::BIGINT % 65536 AS floor \
-FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid \
-WHERE l.locktype = 'advisory' AND l.classid = 1280788050 AND l.objsubid = 2 \
-  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
-ORDER BY a.pid, version, floor";
 
 /// A refused writer still connected.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -141,16 +131,9 @@ pub fn new_alerts(refused: &[RefusedWriter], existing: &[Alert]) -> Vec<String> 
     out
 }
 
-/// Lists the refused writers still connected to the current database (the ledger spec's query).
-pub fn refused_writers(conn: &mut Connection) -> Result<Vec<RefusedWriter>, Error> {
-    debug_assert!(REFUSED_WRITERS_SQL.contains(&REFUSED_LOCK_CLASS.to_string()));
-    debug_assert!(REFUSED_WRITERS_SQL.contains(&format!("objsubid = {REFUSED_LOCK_SUBID}")));
-    let rows = conn.execute(REFUSED_WRITERS_SQL, &[])?;
-    Ok(rows
-        .rows()
-        .iter()
-        .map(|r| RefusedWriter::from_row(r.values()))
-        .collect())
+/// Reads the rows of the refused-writers query ([`REFUSED_WRITERS_SQL`]).
+pub fn read_refused_writers(rows: &[Vec<Value>]) -> Vec<RefusedWriter> {
+    rows.iter().map(|r| RefusedWriter::from_row(r)).collect()
 }
 
 #[cfg(test)]

@@ -76,7 +76,7 @@ pub struct Connection {
     address: Address,
     pub(crate) tx: Tx,
     /// The refusal count at which this session last found no refused writer's lock (see
-    /// `floor_check_sql_since`).
+    /// [`Protocol::known_clean`](super::protocol::Protocol::known_clean)).
     pub(crate) refusals_clean: Option<i64>,
     lost: Option<String>,
     /// Whether the session was lost with a transaction open (never committed).
@@ -495,6 +495,18 @@ impl Connection {
     /// Whether this process opened the connection (false in a child after `fork()`).
     pub fn is_own(&self) -> bool {
         self.owner == crate::lockfiles::current_pid()
+    }
+
+    /// How this session dialled the server, for the writer protocol's refusal lock
+    /// ([`Protocol::dialled`](super::protocol::Protocol::dialled)): `Some(Some(port))` over
+    /// TCP, `Some(None)` over a Unix socket, `None` when the address names several hosts.
+    pub(crate) fn dialled_port(&self) -> Option<Option<u16>> {
+        let config = self.address.config();
+        match config.get_hosts() {
+            [Host::Tcp(_)] => Some(Some(config.get_ports().first().copied().unwrap_or(5432))),
+            [Host::Unix(_)] => Some(None),
+            _ => None,
+        }
     }
 
     /// Whether the server sees this session come from another port or kind of socket than

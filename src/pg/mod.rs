@@ -11,13 +11,17 @@
 //! - [`Connection`]: a session with those settings, checked after connecting; statements
 //!   with `?` or `$n` placeholders and [`Value`] parameters return [`Rows`].
 //! - [`Pool`]: `take` and `give`.
-//! - [`Connection::begin_write`] / [`Connection::write`]: the writer lock with its waits,
-//!   then the floor check.
+//! - [`protocol`]: the writer session without I/O, the only implementation of the writer
+//!   lock, the floor check and the schema setup; hosts with a connection of their own
+//!   (psycopg, PDO, libpq) drive it, and so does [`Connection`].
+//! - [`Connection::begin_write`] / [`Connection::write`] ([`writer`]): the protocol driven
+//!   on a [`Connection`], the writer lock with its waits, then the floor check.
 //! - [`setup_schema`]: the floor table, trigger and stored floor.
-//! - [`refused_writers`] and [`new_alerts`]: the ledger alert for refused writers.
-//! - [`admin`]: the holder, idle-holder and unrecorded-bump queries.
-//! - [`protocol`]: the same writer lock, floor check and schema setup without I/O, for
-//!   hosts that run the statements on a connection of their own (psycopg, PDO, libpq).
+//! - [`new_alerts`] ([`alerts`]): the ledger alert for refused writers.
+//! - [`admin`]: the holder, idle-holder, unrecorded-bump, stored-floor and refused-writer
+//!   queries.
+//! - [`sql`]: every statement of the writer session, one set of constants below
+//!   [`floor`], [`alerts`], [`admin`] and [`protocol`].
 //!
 //! ```no_run
 //! use writerlock::pg::{Connection, Settings, Value};
@@ -49,21 +53,17 @@ pub mod pool;
 pub mod protocol;
 pub mod settings;
 mod socket;
+pub mod sql;
 pub mod tls;
 pub mod value;
 pub mod writer;
 
 pub use address::Address;
-pub use alerts::{
-    alert_text, new_alerts, refused_writers, Alert, RefusedWriter, KEPT_CLOSED_ALERTS,
-    UNSEEN_CLIENT,
-};
+pub use admin::{refused_writers, stored_floor};
+pub use alerts::{alert_text, new_alerts, Alert, RefusedWriter, KEPT_CLOSED_ALERTS, UNSEEN_CLIENT};
 pub use connection::{Connection, MAX_PARAMETERS};
 pub use error::{refusal_message, write_ended_message, Error, ErrorKind, REFUSED_SQLSTATE};
-pub use floor::{
-    ensure_schema, refusal_lock_key, setup_schema, stored_floor, FLOOR_NAME, REFUSED_LOCK_CLASS,
-    REFUSED_LOCK_SUBID,
-};
+pub use floor::{refusal_lock_key, FLOOR_NAME, REFUSED_LOCK_CLASS, REFUSED_LOCK_SUBID};
 pub use placeholder::translate;
 pub use pool::{Pool, CHECK_IDLE_AFTER, DEFAULT_POOL_SIZE};
 pub use postgres::error::SqlState;
@@ -76,4 +76,4 @@ pub use settings::{
     VERSION_SETTING, WRITER_LOCK,
 };
 pub use value::{Column, Row, Rows, Value};
-pub use writer::Write;
+pub use writer::{ensure_schema, setup_schema, Write};

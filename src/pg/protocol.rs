@@ -1,20 +1,22 @@
 //! The writer protocol without I/O: which statement to run next, and what each result means.
 //!
-//! In the style of h11 or quinn-proto, a [`Protocol`] never touches a connection. It hands
-//! out one [`Statement`] at a time ([`Step::Run`]); the host runs it on whatever connection
-//! it has (psycopg, PDO, libpq, this crate's own [`Connection`](super::Connection)) and
-//! feeds the outcome back as a [`Reply`]: the rows, the server's error (SQLSTATE and
-//! message), or a lost connection. The protocol answers with the next step, until it ends
-//! with [`Step::Granted`] (a write transaction that holds the writer lock, with the refused
-//! writers to name in alerts), [`Step::Done`] or [`Step::Failed`] with the error to report.
+//! This is the only implementation of the writer session. In the style of h11 or
+//! quinn-proto, a [`Protocol`] never touches a connection. It hands out one [`Statement`] at
+//! a time ([`Step::Run`]); the host runs it on whatever connection it has (this crate's own
+//! [`Connection`](super::Connection), which drives it in [`writer`](super::writer), or
+//! psycopg, PDO, libpq) and feeds the outcome back as a [`Reply`]: the rows, the server's
+//! error (SQLSTATE and message), or a lost connection. The protocol answers with the next
+//! step, until it ends with [`Step::Granted`] (a write transaction that holds the writer
+//! lock, with the refused writers to name in alerts), [`Step::Done`] or [`Step::Failed`]
+//! with the error to report.
 //!
 //! Every statement is plain SQL text without parameters (the values in it are the core's
-//! constants), so a driver can send it as it is, through the simple or the extended query
-//! protocol. A statement's [`StatementKind`] tells a driver that manages transactions
-//! itself (psycopg outside autocommit, PDO) that it may answer [`StatementKind::Begin`]
-//! without sending anything, because its next statement opens the transaction, and run
-//! [`StatementKind::Rollback`] and [`StatementKind::Commit`] with its own `rollback()` and
-//! `commit()`.
+//! constants, all in [`sql`](super::sql)), so a driver can send it as it is, through the
+//! simple or the extended query protocol. A statement's [`StatementKind`] tells a driver
+//! that manages transactions itself (psycopg outside autocommit, PDO) that it may answer
+//! [`StatementKind::Begin`] without sending anything, because its next statement opens the
+//! transaction, and run [`StatementKind::Rollback`] and [`StatementKind::Commit`] with its
+//! own `rollback()` and `commit()`.
 //!
 //! The decisions are the ledger spec's:
 //!
@@ -23,59 +25,42 @@
 //!   asks again, three waits in all, then fails with `the ledger writer lock was not granted
 //!   in 3 waits of 10 seconds`;
 //! - under the lock, one statement reads the stored floor, the session's writer version and
-//!   whether any refused writer's lock is held; a writer below the floor takes the refusal
-//!   lock (class 1280788050, object `version * 65536 + floor`, sub id 2), rolls back and
-//!   fails with `LW001`;
-//! - the refused writers are listed (a join over `pg_stat_activity`) only when one is there
-//!   to name;
+//!   the refusal count; a writer below the floor takes the refusal lock (class 1280788050,
+//!   object `version * 65536 + floor`, sub id 2), rolls back and fails with `LW001`, and a
+//!   session that does not carry this writer's version is not granted;
+//! - whether any refused writer's lock is held (a scan of `pg_locks`) is asked only when the
+//!   refusal count is not the one at which the host last found none
+//!   ([`Protocol::known_clean`], [`WriteStart::refusals_clean`]), and the refused writers
+//!   are listed (a join over `pg_stat_activity`) only when one is there to name;
 //! - schema setup takes the writer lock the same way, lifts the statement limit for its own
 //!   transaction and stores the floor, never lowering it;
 //! - ending a write commits it, or rolls back a transaction in which a statement failed and
 //!   says nothing was committed.
+//!
+//! Every writer in the line pays each round trip made under the lock. A host that can send
+//! several statements in one message uses [`Protocol::write_in_one_message`]: `BEGIN`, the
+//! lock and the floor check travel together, so a write whose refusal count did not move
+//! starts in one round trip.
 
 use std::borrow::Cow;
 use std::fmt;
 
 use postgres::error::SqlState;
 
-use super::alerts::{new_alerts, Alert, RefusedWriter, REFUSED_WRITERS_SQL};
+pub use super::alerts::read_refused_writers;
+use super::alerts::{new_alerts, Alert, RefusedWriter};
 use super::error::{parse_refusal, Error, REFUSED_SQLSTATE};
-#[cfg(test)]
-use super::floor::FLOOR_CHECK_BODY;
-use super::floor::{
-    owner_step, refusal_lock_sql, refusal_lock_sql_if_direct, SchemaCheck, FLOOR_NAME,
-    REFUSED_LOCK_CLASS, REFUSED_LOCK_SUBID, SCHEMA_CHECK_SQL, SCHEMA_SQL, STORE_FLOOR_SQL,
-};
+use super::floor::{owner_step, SchemaCheck};
 #[cfg(test)]
 use super::settings::{verify_checks, SettingStatus};
-use super::settings::{Settings, VERSION_SETTING, WRITER_LOCK};
+use super::settings::{Settings, VERSION_SETTING};
+pub use super::sql::{
+    floor_check_sql, store_floor_sql, ANY_REFUSED_SQL, SETUP_LIMIT_SQL, WRITER_LOCK_SQL,
+};
+use super::sql::{
+    refusal_lock_sql, refusal_lock_sql_if_direct, REFUSED_WRITERS_SQL, SCHEMA_CHECK_SQL, SCHEMA_SQL,
+};
 use super::value::Value;
-
-/// The writer lock statement: `SELECT pg_advisory_xact_lock(1279607879)`.
-pub const WRITER_LOCK_SQL: &str = "SELECT pg_advisory_xact_lock(1279607879)";
-
-pub use super::floor::SETUP_LIMIT_SQL;
-
-/// The floor check, run under the writer lock: the stored floor (`NULL` when none), the
-/// session's writer version as the server sees it (`NULL` when unset), and whether any
-/// refused writer's lock is held in this database. One round trip: the full refused-writers
-/// query joins `pg_stat_activity`, which costs a write more than a millisecond, so it runs
-/// only when there is one to name.
-pub fn floor_check_sql() -> String {
-    format!(
-        "SELECT (SELECT version FROM writer_floor WHERE name = '{FLOOR_NAME}'), \
-         current_setting('{VERSION_SETTING}', true), \
-         EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' \
-         AND classid = {REFUSED_LOCK_CLASS} AND objsubid = {REFUSED_LOCK_SUBID} \
-         AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))"
-    )
-}
-
-/// The floor-storing statement with the required floor written in: raises the stored floor,
-/// never lowers it.
-pub fn store_floor_sql(required: u16) -> String {
-    STORE_FLOOR_SQL.replace("$1", &required.to_string())
-}
 
 /// Whether a failed writer lock wait is one the server cancelled through `lock_timeout`
 /// (SQLSTATE `55P03`), the only failure that is rolled back and asked again.
@@ -91,21 +76,24 @@ pub struct FloorCheck {
     /// The session's writer version as the server sees it (`None` when unset, which the
     /// floor trigger counts as version 0).
     pub session_version: Option<i64>,
-    /// Whether any refused writer's lock is held in this database.
-    pub any_refused: bool,
+    /// The refusal count (`None` on a database without the counter, or a doubtful
+    /// answer): while it stays at a count where no refused writer was found, there is
+    /// still none.
+    pub refusals: Option<i64>,
 }
 
 impl FloorCheck {
     /// Reads the row of [`floor_check_sql`]. Integers may come as numbers or as text (a
     /// driver that returns every column as text); a missing row or cell counts as no floor
-    /// and a refused writer to look up, so nothing is skipped on a doubtful answer.
+    /// and an unknown refusal count, so the scan for refused writers is never skipped on a
+    /// doubtful answer.
     pub fn read(rows: &[Vec<Value>]) -> FloorCheck {
         let row = rows.first();
         let cell = |n: usize| row.and_then(|r| r.get(n));
         FloorCheck {
             floor: cell(0).and_then(Value::read_i64),
             session_version: cell(1).and_then(version_of),
-            any_refused: cell(2).and_then(Value::read_bool).unwrap_or(true),
+            refusals: cell(2).and_then(Value::read_i64),
         }
     }
 
@@ -117,11 +105,6 @@ impl FloorCheck {
             _ => None,
         }
     }
-}
-
-/// Reads the rows of the refused-writers query ([`REFUSED_WRITERS_SQL`]).
-pub fn read_refused_writers(rows: &[Vec<Value>]) -> Vec<RefusedWriter> {
-    rows.iter().map(|r| RefusedWriter::from_row(r)).collect()
 }
 
 /// A writer version as the floor trigger reads the session setting: digits (1 to 9 of
@@ -154,6 +137,10 @@ pub enum StatementKind {
     StartWrite,
     /// The refusal lock ([`refusal_lock_sql`]).
     RefusalLock,
+    /// Whether any refused writer's lock is held ([`ANY_REFUSED_SQL`], a scan of
+    /// `pg_locks`): asked only when the refusal count the floor check read is not the one
+    /// at which the host last found none (see [`Protocol::known_clean`]).
+    AnyRefused,
     /// The refused writers still connected ([`REFUSED_WRITERS_SQL`]).
     RefusedWriters,
     /// `SET LOCAL statement_timeout = 0` for the schema setup.
@@ -175,8 +162,8 @@ pub enum StatementKind {
 
 impl StatementKind {
     /// A short lower-case name: `begin`, `writer_lock`, `floor_check`, `start_write`,
-    /// `refusal_lock`, `refused_writers`, `setup_limit`, `host_schema`, `schema_check`,
-    /// `schema`, `store_floor`, `rollback`, `commit`.
+    /// `refusal_lock`, `any_refused`, `refused_writers`, `setup_limit`, `host_schema`,
+    /// `schema_check`, `schema`, `store_floor`, `rollback`, `commit`.
     pub fn name(self) -> &'static str {
         match self {
             StatementKind::Begin => "begin",
@@ -184,6 +171,7 @@ impl StatementKind {
             StatementKind::FloorCheck => "floor_check",
             StatementKind::StartWrite => "start_write",
             StatementKind::RefusalLock => "refusal_lock",
+            StatementKind::AnyRefused => "any_refused",
             StatementKind::RefusedWriters => "refused_writers",
             StatementKind::SetupLimit => "setup_limit",
             StatementKind::HostSchema => "host_schema",
@@ -216,10 +204,22 @@ impl Statement {
         self.kind
     }
 
-    /// Its SQL text (no parameters; [`StatementKind::Schema`] and
-    /// [`StatementKind::HostSchema`] may hold several statements).
+    /// Its SQL text (no parameters; [`StatementKind::Schema`],
+    /// [`StatementKind::HostSchema`] and [`StatementKind::StartWrite`] may hold several
+    /// statements).
     pub fn sql(&self) -> &str {
         &self.sql
+    }
+
+    /// Whether running it opens a transaction: [`StatementKind::Begin`], and a
+    /// [`StatementKind::StartWrite`] that starts with `BEGIN` (sent when no transaction was
+    /// open). A host that tracks its connection's transaction counts it open from here.
+    pub fn opens_transaction(&self) -> bool {
+        match self.kind {
+            StatementKind::Begin => true,
+            StatementKind::StartWrite => self.sql.starts_with("BEGIN;"),
+            _ => false,
+        }
     }
 }
 
@@ -302,13 +302,14 @@ impl Reply {
     }
 }
 
-/// What the writer learned while it started: the waits it took, the stored floor, and the
-/// refused writers still connected.
+/// What the writer learned while it started: the waits it took, the stored floor, the
+/// refused writers still connected, and the refusal count at which it found none.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct WriteStart {
     pub(crate) waits: u32,
     pub(crate) floor: Option<i64>,
     pub(crate) refused: Vec<RefusedWriter>,
+    pub(crate) refusals_clean: Option<i64>,
 }
 
 impl WriteStart {
@@ -325,6 +326,14 @@ impl WriteStart {
     /// The refused writers still connected to this database.
     pub fn refused(&self) -> &[RefusedWriter] {
         &self.refused
+    }
+
+    /// The refusal count at which this write found no refused writer's lock held (`None`
+    /// when it found one, or the database has no counter). Keep it and hand it to the next
+    /// write on the same database with [`Protocol::known_clean`]: while the count stays,
+    /// that write skips the scan of `pg_locks`.
+    pub fn refusals_clean(&self) -> Option<i64> {
+        self.refusals_clean
     }
 
     /// The writer alerts to raise on the ledger being written, given that ledger's current
@@ -365,6 +374,7 @@ pub enum TxState {
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Goal {
     Write,
+    Lock,
     Setup { extra: Option<String> },
     Ensure,
     End { commit: bool },
@@ -402,6 +412,8 @@ pub struct Protocol {
     stored: bool,
     /// Whether the set-up committed with the floor stored.
     set_up: bool,
+    /// The refusal count at which the host last found no refused writer's lock held.
+    known_clean: Option<i64>,
 }
 
 impl Protocol {
@@ -411,6 +423,17 @@ impl Protocol {
     /// [`refusal_lock_sql_if_direct`]).
     pub fn dialled(mut self, port: Option<u16>) -> Protocol {
         self.dialled = Some(port);
+        self
+    }
+
+    /// Tells a write the refusal count at which the host last found no refused writer's
+    /// lock held on this database ([`WriteStart::refusals_clean`] of an earlier write;
+    /// `None`: not known). When the floor check reads the same count, no refused writer
+    /// can have been added since (every refusal counts itself after taking its lock, and
+    /// the count is read under the writer lock), so the write skips the scan of `pg_locks`
+    /// ([`StatementKind::AnyRefused`]); when the count moved, or is `NULL`, it scans.
+    pub fn known_clean(mut self, count: Option<i64>) -> Protocol {
+        self.known_clean = count;
         self
     }
 
@@ -433,6 +456,7 @@ impl Protocol {
             dialled: None,
             stored: false,
             set_up: false,
+            known_clean: None,
         };
         let first = match tx {
             TxState::OpenUsed => p.fail(Error::AlreadyInTransaction),
@@ -460,6 +484,13 @@ impl Protocol {
     /// passes [`TxState::OpenUnused`] once the driver has done so.
     pub fn write_in_one_message(settings: &Settings, tx: TxState) -> Protocol {
         Protocol::with(Goal::Write, settings, tx, true)
+    }
+
+    /// The writer lock alone, with its waits, as the first statement of a transaction (no
+    /// floor check): for a host that holds the lock to make others wait. Ends with
+    /// [`Step::Granted`] (only [`WriteStart::waits`] is filled in) or [`Step::Failed`].
+    pub fn lock(settings: &Settings, tx: TxState) -> Protocol {
+        Protocol::new(Goal::Lock, settings, tx)
     }
 
     /// The schema setup: the writer lock with its waits, `SET LOCAL statement_timeout = 0`,
@@ -560,6 +591,7 @@ impl Protocol {
             StatementKind::Begin => self.ask_lock(),
             StatementKind::WriterLock => match &self.goal {
                 Goal::Write => self.run(StatementKind::FloorCheck, floor_check_sql()),
+                Goal::Lock => self.grant(Vec::new(), None),
                 _ => self.run(StatementKind::SetupLimit, SETUP_LIMIT_SQL),
             },
             StatementKind::FloorCheck | StatementKind::StartWrite => {
@@ -586,14 +618,37 @@ impl Protocol {
                         expected: self.version.to_string(),
                         actual,
                     }))
-                } else if check.any_refused {
-                    self.run(StatementKind::RefusedWriters, REFUSED_WRITERS_SQL)
+                } else if check.refusals.is_some() && check.refusals == self.known_clean {
+                    // No refusal since the host last found none: nothing to scan for.
+                    self.grant(Vec::new(), check.refusals)
                 } else {
-                    self.grant(Vec::new())
+                    self.run(StatementKind::AnyRefused, ANY_REFUSED_SQL)
                 }
             }
             StatementKind::RefusalLock => self.roll_back_refused(),
-            StatementKind::RefusedWriters => self.grant(read_refused_writers(&rows)),
+            StatementKind::AnyRefused => {
+                let any = rows
+                    .first()
+                    .and_then(|r| r.first())
+                    .and_then(Value::read_bool)
+                    .unwrap_or(true);
+                if any {
+                    self.run(StatementKind::RefusedWriters, REFUSED_WRITERS_SQL)
+                } else {
+                    let count = self.check.and_then(|c| c.refusals);
+                    self.grant(Vec::new(), count)
+                }
+            }
+            StatementKind::RefusedWriters => {
+                let refused = read_refused_writers(&rows);
+                // None left to name (the refused sessions closed): clean at this count.
+                let clean = if refused.is_empty() {
+                    self.check.and_then(|c| c.refusals)
+                } else {
+                    None
+                };
+                self.grant(refused, clean)
+            }
             StatementKind::SetupLimit => match &self.goal {
                 Goal::Setup { extra: Some(extra) } => {
                     let extra = extra.clone();
@@ -676,7 +731,6 @@ impl Protocol {
 
     fn ask_lock(&mut self) -> Step {
         self.attempt += 1;
-        debug_assert!(WRITER_LOCK_SQL.ends_with(&format!("({WRITER_LOCK})")));
         self.run(StatementKind::WriterLock, WRITER_LOCK_SQL)
     }
 
@@ -698,12 +752,13 @@ impl Protocol {
         Step::Run(Statement::new(StatementKind::Rollback, "ROLLBACK"))
     }
 
-    fn grant(&mut self, refused: Vec<RefusedWriter>) -> Step {
+    fn grant(&mut self, refused: Vec<RefusedWriter>, refusals_clean: Option<i64>) -> Step {
         self.state = State::Finished;
         Step::Granted(WriteStart {
             waits: self.attempt,
             floor: self.check.and_then(|c| c.floor),
             refused,
+            refusals_clean,
         })
     }
 
@@ -741,12 +796,23 @@ mod tests {
         (kinds, step)
     }
 
-    fn check_row(floor: Option<i64>, version: &str, any_refused: bool) -> Reply {
+    /// The floor check's row: the floor, the session's version and the refusal count.
+    fn check_row(floor: Option<i64>, version: &str, refusals: Option<i64>) -> Reply {
         Reply::Rows(vec![vec![
             floor.map_or(Value::Null, Value::Int),
             Value::Text(version.to_string()),
-            Value::Bool(any_refused),
+            refusals.map_or(Value::Null, Value::Int),
         ]])
+    }
+
+    /// The scan's answer: whether a refused writer's lock is held.
+    fn any_refused(any: bool) -> Reply {
+        Reply::Rows(vec![vec![Value::Bool(any)]])
+    }
+
+    /// A write whose host last found no refused writer at refusal count 7.
+    fn clean_write(tx: TxState) -> Protocol {
+        Protocol::write(&Settings::new(), tx).known_clean(Some(7))
     }
 
     fn cancelled() -> Reply {
@@ -757,8 +823,8 @@ mod tests {
     }
 
     use StatementKind::{
-        Begin, Commit, HostSchema, RefusalLock, RefusedWriters, Rollback, Schema, SetupLimit,
-        StoreFloor, WriterLock,
+        AnyRefused, Begin, Commit, HostSchema, RefusalLock, RefusedWriters, Rollback, Schema,
+        SetupLimit, StoreFloor, WriterLock,
     };
     const FLOOR: StatementKind = StatementKind::FloorCheck;
 
@@ -771,11 +837,11 @@ mod tests {
         }
         assert!(matches!(first.start(), Step::Failed(Error::Driver { .. })));
         let (kinds, step) = drive(
-            Protocol::write(&Settings::new(), TxState::Idle),
+            clean_write(TxState::Idle),
             vec![
                 Reply::ok(),
                 Reply::Rows(vec![vec![Value::Null]]),
-                check_row(Some(1), "1", false),
+                check_row(Some(1), "1", Some(7)),
             ],
         );
         assert_eq!(kinds, [Begin, WriterLock, FLOOR]);
@@ -784,6 +850,7 @@ mod tests {
         };
         assert_eq!((start.waits(), start.floor()), (1, Some(1)));
         assert!(start.refused().is_empty());
+        assert_eq!(start.refusals_clean(), Some(7));
     }
 
     #[test]
@@ -826,7 +893,7 @@ mod tests {
 
     #[test]
     fn granted_on_the_second_wait_counts_two() {
-        let p = Protocol::write(&Settings::new(), TxState::Idle);
+        let p = clean_write(TxState::Idle);
         let (kinds, step) = drive(
             p,
             vec![
@@ -835,7 +902,7 @@ mod tests {
                 Reply::ok(),
                 Reply::ok(),
                 Reply::ok(),
-                check_row(None, "1", false),
+                check_row(None, "1", Some(7)),
             ],
         );
         assert_eq!(
@@ -916,7 +983,7 @@ mod tests {
             vec![
                 Reply::ok(),
                 Reply::ok(),
-                check_row(Some(2), "1", false),
+                check_row(Some(2), "1", Some(7)),
                 Reply::Rows(vec![vec![Value::Bool(true)]]),
                 Reply::ok(),
             ],
@@ -939,7 +1006,7 @@ mod tests {
         // The lock key is the spec's: class 1280788050, object version * 65536 + floor.
         let mut p = Protocol::write(&Settings::new(), TxState::OpenUnused);
         p.feed(Reply::ok());
-        let Step::Run(lock) = p.feed(check_row(Some(2), "1", false)) else {
+        let Step::Run(lock) = p.feed(check_row(Some(2), "1", Some(7))) else {
             panic!()
         };
         assert!(
@@ -956,7 +1023,7 @@ mod tests {
             Protocol::write(&Settings::new(), TxState::OpenUnused),
             vec![
                 Reply::ok(),
-                check_row(Some(3), "1", true),
+                check_row(Some(3), "1", None),
                 Reply::Failed(ServerError::new("53200", "out of shared memory")),
                 Reply::ok(),
             ],
@@ -979,16 +1046,22 @@ mod tests {
             Value::Int(1),
         ];
         let (kinds, step) = drive(
-            Protocol::write(&Settings::new(), TxState::Idle),
+            clean_write(TxState::Idle),
             vec![
                 Reply::ok(),
                 Reply::ok(),
-                check_row(Some(1), "1", true),
+                check_row(Some(1), "1", Some(8)),
+                any_refused(true),
                 Reply::Rows(vec![refused_row]),
             ],
         );
-        assert_eq!(kinds, [Begin, WriterLock, FLOOR, RefusedWriters]);
+        assert_eq!(
+            kinds,
+            [Begin, WriterLock, FLOOR, AnyRefused, RefusedWriters]
+        );
         let Step::Granted(start) = step else { panic!() };
+        // A refused writer is held: no count is clean, the next write scans again.
+        assert_eq!(start.refusals_clean(), None);
         assert_eq!(
             start.refused(),
             [RefusedWriter {
@@ -1010,23 +1083,168 @@ mod tests {
             .is_empty());
     }
 
+    /// The scan of `pg_locks` and the count at which a write found none, for a host that
+    /// last found none at `known` and a floor check that reads `count`.
+    fn shortcut(
+        known: Option<i64>,
+        count: Option<i64>,
+        replies: Vec<Reply>,
+    ) -> (Vec<StatementKind>, WriteStart) {
+        let mut all = vec![check_row(Some(1), "1", count)];
+        all.extend(replies);
+        let (kinds, step) = drive(
+            Protocol::write_in_one_message(&Settings::new(), TxState::Idle).known_clean(known),
+            all,
+        );
+        let Step::Granted(start) = step else {
+            panic!("{step:?}")
+        };
+        (kinds, start)
+    }
+
+    #[test]
+    fn an_unchanged_refusal_count_skips_the_scan() {
+        let (kinds, start) = shortcut(Some(7), Some(7), vec![]);
+        assert_eq!(kinds, [StatementKind::StartWrite]);
+        assert!(start.refused().is_empty());
+        assert_eq!(start.refusals_clean(), Some(7));
+    }
+
+    #[test]
+    fn a_moved_refusal_count_scans_and_keeps_the_new_count_when_clean() {
+        let (kinds, start) = shortcut(Some(7), Some(8), vec![any_refused(false)]);
+        assert_eq!(kinds, [StatementKind::StartWrite, AnyRefused]);
+        assert_eq!(start.refusals_clean(), Some(8));
+        // The scan statement is the pg_locks scan for the refusal lock's class and sub id.
+        let mut p =
+            Protocol::write_in_one_message(&Settings::new(), TxState::Idle).known_clean(Some(7));
+        p.start();
+        let Step::Run(scan) = p.feed(check_row(Some(1), "1", Some(8))) else {
+            panic!()
+        };
+        assert_eq!((scan.kind(), scan.sql()), (AnyRefused, ANY_REFUSED_SQL));
+        assert!(scan.sql().contains("pg_locks") && scan.sql().contains("1280788050"));
+        // Nothing known yet (a host's first write): the same scan.
+        let (kinds, start) = shortcut(None, Some(8), vec![any_refused(false)]);
+        assert_eq!(kinds, [StatementKind::StartWrite, AnyRefused]);
+        assert_eq!(start.refusals_clean(), Some(8));
+    }
+
+    #[test]
+    fn a_null_refusal_count_always_scans() {
+        // No counter in the database (NULL): never clean, whatever the host knew.
+        for known in [None, Some(7)] {
+            let (kinds, start) = shortcut(known, None, vec![any_refused(false)]);
+            assert_eq!(kinds, [StatementKind::StartWrite, AnyRefused], "{known:?}");
+            assert_eq!(start.refusals_clean(), None);
+        }
+    }
+
+    #[test]
+    fn a_held_refusal_lock_names_the_writers_and_keeps_no_count() {
+        let row = vec![
+            Value::Text("10.0.0.9".into()),
+            Value::Int(77),
+            Value::Int(0),
+            Value::Int(1),
+        ];
+        let (kinds, start) = shortcut(
+            Some(7),
+            Some(9),
+            vec![any_refused(true), Reply::Rows(vec![row])],
+        );
+        assert_eq!(
+            kinds,
+            [StatementKind::StartWrite, AnyRefused, RefusedWriters]
+        );
+        assert_eq!(start.refused().len(), 1);
+        assert_eq!(start.refusals_clean(), None);
+        // The refused session closed between the scan and the list: clean at this count.
+        let (_, start) = shortcut(Some(7), Some(9), vec![any_refused(true), Reply::ok()]);
+        assert!(start.refused().is_empty());
+        assert_eq!(start.refusals_clean(), Some(9));
+    }
+
+    #[test]
+    fn the_floor_check_reads_the_refusal_count_and_the_start_opens_a_transaction() {
+        let sql = floor_check_sql();
+        assert!(
+            sql.contains("pg_sequence_last_value(to_regclass('writer_refusals'))"),
+            "{sql}"
+        );
+        assert!(
+            !sql.contains("pg_locks"),
+            "the scan is a statement of its own: {sql}"
+        );
+        let mut idle = Protocol::write_in_one_message(&Settings::new(), TxState::Idle);
+        let Step::Run(first) = idle.start() else {
+            panic!()
+        };
+        assert!(first.opens_transaction());
+        let mut open = Protocol::write_in_one_message(&Settings::new(), TxState::OpenUnused);
+        let Step::Run(first) = open.start() else {
+            panic!()
+        };
+        assert!(!first.opens_transaction());
+        let mut p = Protocol::write(&Settings::new(), TxState::Idle);
+        assert!(matches!(p.start(), Step::Run(s) if s.opens_transaction()));
+        assert!(matches!(p.feed(Reply::ok()), Step::Run(s) if !s.opens_transaction()));
+    }
+
+    #[test]
+    fn the_lock_alone_takes_its_waits_and_no_floor_check() {
+        let (kinds, step) = drive(
+            Protocol::lock(&Settings::new(), TxState::Idle),
+            vec![
+                Reply::ok(),
+                cancelled(),
+                Reply::ok(),
+                Reply::ok(),
+                Reply::ok(),
+            ],
+        );
+        assert_eq!(kinds, [Begin, WriterLock, Rollback, Begin, WriterLock]);
+        assert!(matches!(step, Step::Granted(s) if s.waits() == 2 && s.floor().is_none()));
+    }
+
     #[test]
     fn rows_as_text_from_a_text_only_driver() {
         let check = FloorCheck::read(&[vec![
             Value::Text("2".into()),
             Value::Text(" 1 ".into()),
-            Value::Text("f".into()),
+            Value::Text("12".into()),
         ]]);
         assert_eq!(
             check,
             FloorCheck {
                 floor: Some(2),
                 session_version: Some(1),
-                any_refused: false
+                refusals: Some(12)
             }
         );
         let doubtful = FloorCheck::read(&[]);
-        assert_eq!((doubtful.floor, doubtful.any_refused), (None, true));
+        assert_eq!((doubtful.floor, doubtful.refusals), (None, None));
+        // A text answer to the scan reads too; a doubtful one counts as a lock held.
+        let (kinds, _) = drive(
+            Protocol::write(&Settings::new(), TxState::OpenUnused),
+            vec![
+                Reply::ok(),
+                check_row(None, "1", Some(1)),
+                Reply::Rows(vec![vec![Value::Text("t".into())]]),
+                Reply::ok(),
+            ],
+        );
+        assert_eq!(kinds, [WriterLock, FLOOR, AnyRefused, RefusedWriters]);
+        let (kinds, _) = drive(
+            Protocol::write(&Settings::new(), TxState::OpenUnused),
+            vec![
+                Reply::ok(),
+                check_row(None, "1", Some(1)),
+                Reply::ok(),
+                Reply::ok(),
+            ],
+        );
+        assert_eq!(kinds, [WriterLock, FLOOR, AnyRefused, RefusedWriters]);
         let refused = read_refused_writers(&[vec![
             Value::Null,
             Value::Text("17".into()),
@@ -1101,14 +1319,19 @@ mod tests {
         // Granted on the second attempt, the reply being the floor check's rows.
         let (kinds, step) = drive(
             Protocol::write_in_one_message(&Settings::new(), TxState::Idle),
-            vec![cancelled(), Reply::ok(), check_row(Some(1), "1", false)],
+            vec![
+                cancelled(),
+                Reply::ok(),
+                check_row(Some(1), "1", Some(7)),
+                any_refused(false),
+            ],
         );
-        assert_eq!(kinds, [start, Rollback, start]);
+        assert_eq!(kinds, [start, Rollback, start, AnyRefused]);
         assert!(matches!(step, Step::Granted(s) if s.waits() == 2));
         // Below the floor: the refusal lock, the rollback, LW001.
         let (kinds, step) = drive(
             Protocol::write_in_one_message(&Settings::new(), TxState::OpenUnused),
-            vec![check_row(Some(2), "1", true), Reply::ok(), Reply::ok()],
+            vec![check_row(Some(2), "1", None), Reply::ok(), Reply::ok()],
         );
         assert_eq!(kinds, [start, RefusalLock, Rollback]);
         assert!(matches!(
@@ -1273,8 +1496,6 @@ mod tests {
         assert!(matches!(step, Step::Done) && !p.set_up(), "{step:?}");
         // A doubtful answer counts as not current.
         assert!(SchemaCheck::read(&[]).needs_ddl());
-        assert!(SCHEMA_CHECK_SQL.contains(FLOOR_CHECK_BODY));
-        assert!(SCHEMA_SQL.contains(FLOOR_CHECK_BODY));
     }
 
     #[test]

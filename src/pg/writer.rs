@@ -1,4 +1,12 @@
-//! The write transaction: the writer lock, the floor check, then the caller's statements.
+//! The write transaction on this crate's own [`Connection`]: the writer lock, the floor
+//! check, then the caller's statements.
+//!
+//! Every decision is the I/O-free [`Protocol`]'s (see [`protocol`](super::protocol)): this
+//! module only drives it, the way a host drives it on a connection of its own. Each
+//! [`Statement`] runs as one simple-query message, its rows come back as text, a server
+//! error becomes [`Reply::Failed`] and a lost connection [`Reply::Lost`]; the connection
+//! keeps tracking its transaction (open, statements run, failed) and its serial number as
+//! it goes.
 //!
 //! A write's first statement is `SELECT pg_advisory_xact_lock(1279607879)`. A wait the
 //! server cancels through `lock_timeout` (SQLSTATE `55P03`, and only that) rolls back and
@@ -13,24 +21,84 @@
 //! writes.
 //!
 //! Every writer in the line pays each round trip made under the lock, so a write's start
-//! travels as one simple-query message: `BEGIN`, the lock, and the floor read with the
-//! refusal count. The lock stays the transaction's first statement; when it is cancelled
-//! the server skips the rest of the message, the transaction is rolled back and the lock is
-//! asked for again. The schema check is a look-up in this process after the first write;
-//! the scan for refusal locks runs only when the refusal count moved since this session
-//! last found none, and the refused-writers query only when one is held.
+//! travels as one simple-query message ([`Protocol::write_in_one_message`]): `BEGIN`, the
+//! lock, and the floor read with the refusal count. The schema check is a look-up in this
+//! process after the first write; the connection keeps the refusal count at which it last
+//! found no refused writer ([`WriteStart::refusals_clean`]), so the scan for refusal locks
+//! runs only when the count moved, and the refused-writers query only when one is held.
 
-use super::alerts::{refused_writers, Alert, RefusedWriter};
-use super::connection::{Connection, TextResults, Tx};
+use super::alerts::{Alert, RefusedWriter};
+use super::connection::{Connection, Tx};
 use super::error::Error;
-use super::floor::{
-    ensure_schema, take_refusal_lock, FLOOR_NAME, REFUSALS_SEQUENCE, REFUSED_LOCK_CLASS,
-    REFUSED_LOCK_SUBID,
+use super::floor::{is_set_up, mark_set_up};
+use super::protocol::{
+    Protocol, Reply, ServerError, Statement, StatementKind, Step, TxState, WriteStart,
 };
-use super::protocol::{is_cancelled_wait, WriteStart, WRITER_LOCK_SQL};
 use super::value::{Rows, Value};
 
 impl Connection {
+    /// Where this connection stands for the protocol.
+    fn tx_state(&self) -> TxState {
+        match self.tx {
+            Tx::Idle => TxState::Idle,
+            Tx::Open {
+                statements: 0,
+                failed: false,
+            } => TxState::OpenUnused,
+            Tx::Open { .. } => TxState::OpenUsed,
+        }
+    }
+
+    /// Runs `protocol` on this connection to its end: [`Step::Granted`]'s start, or `None`
+    /// for [`Step::Done`]. An error that is not the server's (a connection used after
+    /// `fork()`, a driver failure) ends it as it is, after a rollback.
+    fn drive(&mut self, protocol: &mut Protocol) -> Result<Option<WriteStart>, Error> {
+        let mut step = protocol.start();
+        loop {
+            match step {
+                Step::Run(statement) => {
+                    let reply = match self.run_statement(&statement) {
+                        Ok(reply) => reply,
+                        Err(err) => {
+                            let _ = self.rollback();
+                            return Err(err);
+                        }
+                    };
+                    step = protocol.feed(reply);
+                }
+                Step::Granted(start) => return Ok(Some(start)),
+                Step::Done => return Ok(None),
+                Step::Failed(err) => return Err(err),
+            }
+        }
+    }
+
+    /// Runs one statement of the protocol: `BEGIN`, `COMMIT` and `ROLLBACK` as the
+    /// connection's own, every other statement as one simple-query message whose last
+    /// statement's rows are the reply.
+    fn run_statement(&mut self, statement: &Statement) -> Result<Reply, Error> {
+        let result = match statement.kind() {
+            StatementKind::Begin => self.begin().map(|()| Vec::new()),
+            StatementKind::Commit => self.commit().map(|()| Vec::new()),
+            StatementKind::Rollback => self.rollback().map(|()| Vec::new()),
+            kind => {
+                // BEGIN, when it leads the message, opens the transaction; the rest count
+                // as its statements.
+                let statements = if kind == StatementKind::StartWrite {
+                    2
+                } else {
+                    1
+                };
+                self.simple_rows(statement.sql(), statement.opens_transaction(), statements)
+                    .map(|mut results| results.pop().unwrap_or_default())
+            }
+        };
+        match result {
+            Ok(rows) => Ok(Reply::Rows(rows)),
+            Err(err) => reply_of(err),
+        }
+    }
+
     /// Takes the writer lock as the first statement of a transaction: opens one if none is
     /// open, or uses the open one if it has run no statement yet. Returns the number of
     /// waits it took.
@@ -39,53 +107,9 @@ impl Connection {
     /// statement, and with [`Error::LockNotGranted`] when every wait was cancelled (the
     /// transaction is then rolled back).
     pub fn lock_writer(&mut self) -> Result<u32, Error> {
-        self.lock_writer_then(None).map(|(waits, _)| waits)
-    }
-
-    /// Takes the writer lock like [`Connection::lock_writer`], sending `BEGIN` (when no
-    /// transaction is open), the lock and `then` (statements without parameters) as one
-    /// message; returns the waits and the rows of each statement of `then`, as text.
-    fn lock_writer_then(&mut self, then: Option<&str>) -> Result<(u32, TextResults), Error> {
-        if let Tx::Open { statements, .. } = self.tx {
-            if statements > 0 {
-                return Err(Error::AlreadyInTransaction);
-            }
-        }
-        let tries = self.settings().get_lock_tries();
-        for attempt in 1..=tries {
-            let opens = !self.in_transaction();
-            let mut sql = String::new();
-            if opens {
-                sql.push_str("BEGIN; ");
-            }
-            sql.push_str(WRITER_LOCK_SQL);
-            let mut statements = 1;
-            if let Some(then) = then {
-                sql.push_str("; ");
-                sql.push_str(then);
-                statements += 1;
-            }
-            match self.simple_rows(&sql, opens, statements) {
-                Ok(mut results) => {
-                    // BEGIN's and the lock's (empty) results come first.
-                    let skip = usize::from(opens) + 1;
-                    let rest = results.split_off(skip.min(results.len()));
-                    return Ok((attempt, rest));
-                }
-                Err(err) if err.code().is_some_and(|c| is_cancelled_wait(c.code())) => {
-                    self.rollback()?;
-                }
-                Err(err) => {
-                    // The transaction is aborted; the original error is the one to report.
-                    let _ = self.rollback();
-                    return Err(err);
-                }
-            }
-        }
-        Err(Error::LockNotGranted {
-            tries,
-            wait: self.settings().get_lock_wait(),
-        })
+        let mut protocol = Protocol::lock(self.settings(), self.tx_state());
+        let start = self.drive(&mut protocol)?;
+        Ok(start.map_or(1, |s| s.waits()))
     }
 
     /// Starts a write transaction: sets up the schema once per address per process, takes
@@ -96,38 +120,22 @@ impl Connection {
     /// A writer below the floor gets [`Error::Refused`]; its transaction is rolled back and
     /// its session keeps the refusal lock until it closes.
     pub fn begin_write(&mut self) -> Result<WriteStart, Error> {
-        if let Tx::Open { statements, .. } = self.tx {
-            if statements > 0 {
-                return Err(Error::AlreadyInTransaction);
-            }
+        if self.tx_state() == TxState::OpenUsed {
+            return Err(Error::AlreadyInTransaction);
         }
         ensure_schema(self)?;
-        let (waits, results) = self.lock_writer_then(Some(&floor_read_sql()))?;
-        let checked = self
-            .check_floor(&results)
-            .and_then(|(floor, count)| Ok((floor, self.any_refused(count)?)));
-        match checked {
-            Ok((floor, false)) => Ok(WriteStart {
-                waits,
-                floor,
-                refused: Vec::new(),
-            }),
-            Ok((floor, true)) => match refused_writers(self) {
-                Ok(refused) => Ok(WriteStart {
-                    waits,
-                    floor,
-                    refused,
-                }),
-                Err(err) => {
-                    let _ = self.rollback();
-                    Err(err)
-                }
-            },
-            Err(err) => {
-                let _ = self.rollback();
-                Err(err)
-            }
+        let mut protocol = Protocol::write_in_one_message(self.settings(), self.tx_state())
+            .known_clean(self.refusals_clean);
+        if let Some(port) = self.dialled_port() {
+            // Behind a pooler the refusal lock would stay on a server connection other
+            // clients share, and name the pooler's address rather than this writer.
+            protocol = protocol.dialled(port);
         }
+        let start = self.drive(&mut protocol)?.ok_or_else(|| Error::Driver {
+            reason: "the writer protocol ended a write without granting it".to_string(),
+        })?;
+        self.refusals_clean = start.refusals_clean();
+        Ok(start)
     }
 
     /// Starts a write transaction like [`Connection::begin_write`] and returns a guard that
@@ -142,64 +150,92 @@ impl Connection {
             done: false,
         })
     }
+}
 
-    /// Refuses this writer if it is below the stored floor, from the floor read that
-    /// travelled with the lock (see [`floor_read_sql`]); returns the floor and the refusal
-    /// count.
-    fn check_floor(&mut self, results: &TextResults) -> Result<(Option<i64>, Option<i64>), Error> {
-        let row = results.first().and_then(|rows| rows.first());
-        let cell = |i: usize| row.and_then(|r| r.get(i));
-        let floor = cell(0).and_then(Value::read_i64);
-        let count = cell(1).and_then(Value::read_i64);
-        let version = i64::from(self.settings().get_version());
-        if let Some(floor) = floor.filter(|&f| version < f) {
-            // Behind a pooler the lock would stay on a server connection other clients
-            // share, and name the pooler's address rather than this writer.
-            if !self.via_proxy() {
-                take_refusal_lock(self, version, floor)?;
-            }
-            self.rollback()?;
-            return Err(Error::Refused { version, floor });
+/// The reply for a statement that failed with `err`: the server's error, or a lost
+/// connection. Any other error (nothing reached the server, or the driver failed) is not a
+/// reply: it ends the protocol as it is.
+fn reply_of(err: Error) -> Result<Reply, Error> {
+    let server = |code: &super::SqlState, message: String| ServerError::new(code.code(), message);
+    match err {
+        Error::Database {
+            code,
+            message,
+            detail,
+            hint,
+        } => {
+            let mut e = server(&code, message);
+            e.detail = detail;
+            e.hint = hint;
+            Ok(Reply::Failed(e))
         }
-        Ok((floor, count))
-    }
-
-    /// Whether any refused writer's lock is held in this database. A session that found
-    /// none at a refusal count knows there is still none while the count stays (every
-    /// refusal counts itself after taking its lock, and the count was read first, under the
-    /// writer lock), so the scan of `pg_locks` runs only after the count moved.
-    fn any_refused(&mut self, count: Option<i64>) -> Result<bool, Error> {
-        if count.is_some() && count == self.refusals_clean {
-            return Ok(false);
+        Error::SessionEnded { code, message } => {
+            let mut e = server(&code, message);
+            e.fatal = true;
+            Ok(Reply::Failed(e))
         }
-        let rows = self.execute(&any_refused_sql(), &[])?;
-        let any = rows
-            .first()
-            .and_then(|r| r.get(0))
-            .and_then(Value::read_bool)
-            .unwrap_or(true);
-        self.refusals_clean = if any { None } else { count };
-        Ok(any)
+        Error::Refused { version, floor } => Ok(Reply::Failed(ServerError::new(
+            super::REFUSED_SQLSTATE,
+            super::refusal_message(version, floor),
+        ))),
+        Error::Closed { reason } | Error::CommitOutcomeUnknown { reason } => {
+            Ok(Reply::Lost { reason })
+        }
+        other => Err(other),
     }
 }
 
-/// The floor read that travels with the writer lock: the stored floor and the refusal
-/// count (`NULL` on a database without the counter). Cheap to plan and run: the scan of
-/// `pg_locks` is a statement of its own ([`any_refused_sql`]), run only when needed.
-fn floor_read_sql() -> String {
-    format!(
-        "SELECT (SELECT version FROM writer_floor WHERE name = '{FLOOR_NAME}'), \
-         pg_sequence_last_value(to_regclass('{REFUSALS_SEQUENCE}'))"
-    )
+/// The set-up that runs once per address per process, before the first write
+/// ([`Protocol::ensure`]): unless this process already set up the connection's address, it
+/// takes the writer lock, reads the catalog ([`SCHEMA_CHECK_SQL`](super::sql::SCHEMA_CHECK_SQL)),
+/// runs the schema's DDL only when something is missing or not current, and stores the
+/// floor (`GREATEST`, never lowering it). A writer role with data grants only (`SELECT,
+/// INSERT, UPDATE, DELETE` on the tables, `USAGE` on the sequence) passes it once the owner
+/// ran [`setup_schema`].
+///
+/// On a read-only server with a current schema nothing is stored and nothing is recorded:
+/// the write's own statement then fails with the server's words.
+pub fn ensure_schema(conn: &mut Connection) -> Result<(), Error> {
+    if is_set_up(&conn.address().to_string()) {
+        return Ok(());
+    }
+    let tx = set_up_state(conn)?;
+    let mut protocol = Protocol::ensure(conn.settings(), tx);
+    conn.drive(&mut protocol)?;
+    if protocol.set_up() {
+        mark_set_up(&conn.address().to_string());
+    }
+    Ok(())
 }
 
-/// Whether any refused writer's lock is held in this database.
-fn any_refused_sql() -> String {
-    format!(
-        "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' \
-         AND classid = {REFUSED_LOCK_CLASS} AND objsubid = {REFUSED_LOCK_SUBID} \
-         AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))"
-    )
+/// Sets up the schema and stores the connection's required floor (never lowering a higher
+/// stored one), in one transaction under the writer lock, with the host's `extra_sql` (a
+/// script, run first so the host's own tables win over the minimal ones); see
+/// [`Protocol::setup`].
+///
+/// Runs outside a transaction; an open transaction that already ran a statement is refused
+/// with [`Error::AlreadyInTransaction`].
+pub fn setup_schema(conn: &mut Connection, extra_sql: Option<&str>) -> Result<(), Error> {
+    let tx = set_up_state(conn)?;
+    let mut protocol = Protocol::setup(conn.settings(), extra_sql, tx);
+    conn.drive(&mut protocol)?;
+    if protocol.set_up() {
+        mark_set_up(&conn.address().to_string());
+    }
+    Ok(())
+}
+
+/// The set-up runs in a transaction of its own: an open one that ran nothing yet is rolled
+/// back first, one that ran a statement is refused.
+fn set_up_state(conn: &mut Connection) -> Result<TxState, Error> {
+    match conn.tx_state() {
+        TxState::OpenUsed => Err(Error::AlreadyInTransaction),
+        TxState::OpenUnused => {
+            conn.rollback()?;
+            Ok(TxState::Idle)
+        }
+        TxState::Idle => Ok(TxState::Idle),
+    }
 }
 
 /// An open write transaction holding the writer lock; rolls back on drop unless committed.
@@ -259,7 +295,8 @@ impl Write<'_> {
         self.start.refused()
     }
 
-    /// The writer alerts to raise on the ledger being written (see [`new_alerts`]).
+    /// The writer alerts to raise on the ledger being written (see
+    /// [`new_alerts`](super::new_alerts)).
     pub fn alerts(&self, existing: &[Alert]) -> Vec<String> {
         self.start.alerts(existing)
     }
