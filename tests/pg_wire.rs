@@ -319,6 +319,12 @@ fn pg_write_starts_in_one_message_and_costs_three_round_trips() {
         "round trips for {writes} writes (BEGIN + lock + floor read, UPDATE, COMMIT each)"
     );
     let queries = db.relay.queries();
+    // The refusal count did not move since the warm-up write found no refused writer: no
+    // scan of pg_locks.
+    assert!(
+        queries.iter().all(|q| !q.contains("pg_locks")),
+        "{queries:?}"
+    );
     let starts: Vec<&String> = queries.iter().filter(|q| q.starts_with("BEGIN")).collect();
     assert_eq!(starts.len(), writes as usize, "{queries:?}");
     for q in starts {

@@ -4,9 +4,10 @@
 //! decision (the three waits, what `55P03` means, the floor refusal, which refused writers to
 //! name) stays in the core's [`writerlock::pg::protocol`].
 //!
-//! A step is a tuple: `("run", kind, sql)`, `("granted", waits, floor, refused)`,
+//! A step is a tuple: `("run", kind, sql)`, `("granted", waits, floor, refused, clean)`,
 //! `("done",)` or `("failed", exception)`, where `exception` is the same exception the
-//! native connection raises for that failure.
+//! native connection raises for that failure, and `clean` the refusal count at which the
+//! write found no refused writer (hand it to the next write as `known_clean`).
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -60,7 +61,14 @@ fn step_tuple<'py>(py: Python<'py>, step: Step) -> PyResult<Bound<'py, PyTuple>>
                 .iter()
                 .map(|r| (r.writer.clone(), r.pid, r.version, r.floor))
                 .collect();
-            ("granted", start.waits(), start.floor(), refused).into_pyobject(py)
+            (
+                "granted",
+                start.waits(),
+                start.floor(),
+                refused,
+                start.refusals_clean(),
+            )
+                .into_pyobject(py)
         }
         Step::Done => PyTuple::new(py, ["done"]),
         Step::Failed(err) => {
@@ -107,29 +115,35 @@ impl PyProtocol {
     /// A write for a writer with `settings` on a connection in `state` (`idle`,
     /// `open_unused`, `open_used`). `port` (TCP) or `unix=True` say how the connection
     /// dialled the server, so a refused writer takes no session lock through a pooler.
+    /// `known_clean` is the refusal count at which an earlier write on the same database
+    /// found no refused writer (the last item of its `granted` step): while the count
+    /// stays, the write skips the scan of `pg_locks`.
     #[staticmethod]
-    #[pyo3(signature = (settings, state, port = None, unix = false))]
+    #[pyo3(signature = (settings, state, port = None, unix = false, known_clean = None))]
     fn write(
         settings: &PySettings,
         state: &str,
         port: Option<u16>,
         unix: bool,
+        known_clean: Option<i64>,
     ) -> PyResult<PyProtocol> {
-        let protocol = Protocol::write(&settings.inner, tx_state(state)?);
+        let protocol = Protocol::write(&settings.inner, tx_state(state)?).known_clean(known_clean);
         Ok(PyProtocol::wrap(dialled(protocol, port, unix)))
     }
 
     /// The same write with `BEGIN`, the writer lock and the floor check sent as one message
     /// per attempt (a `start_write` step, answered with the floor check's rows).
     #[staticmethod]
-    #[pyo3(signature = (settings, state, port = None, unix = false))]
+    #[pyo3(signature = (settings, state, port = None, unix = false, known_clean = None))]
     fn write_in_one_message(
         settings: &PySettings,
         state: &str,
         port: Option<u16>,
         unix: bool,
+        known_clean: Option<i64>,
     ) -> PyResult<PyProtocol> {
-        let protocol = Protocol::write_in_one_message(&settings.inner, tx_state(state)?);
+        let protocol = Protocol::write_in_one_message(&settings.inner, tx_state(state)?)
+            .known_clean(known_clean);
         Ok(PyProtocol::wrap(dialled(protocol, port, unix)))
     }
 

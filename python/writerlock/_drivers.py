@@ -287,6 +287,12 @@ def _abandon(driver: Driver) -> None:
             driver.conn.rollback()
 
 
+# By database address (as the schema set-up names it): the refusal count at which a write
+# there last found no refused writer's lock held. A count is the database's, so writes on
+# any connection to it share it.
+_refusals_clean: Dict[str, int] = {}
+
+
 def ensure_schema(driver: Driver, settings: _native.PgSettings) -> None:
     """The schema setup once per address per process (shared with the native connections,
     which name an address the same way)."""
@@ -399,12 +405,27 @@ class DriverWrite:
             if driver.autocommit()
             else _native.PgProtocol.write
         )
+        # The refusal count at which a write on this database last found no refused writer:
+        # while it stays, the core skips the scan of pg_locks.
+        key = driver.address()
         try:
-            step = drive(driver, start(self._settings, driver.tx_state(), **driver.dialled()))
+            step = drive(
+                driver,
+                start(
+                    self._settings,
+                    driver.tx_state(),
+                    known_clean=_refusals_clean.get(key),
+                    **driver.dialled(),
+                ),
+            )
         except SettingNotInEffect as err:
             add_session_note(err)
             raise
-        _, waits, floor, refused = step
+        _, waits, floor, refused, clean = step
+        if clean is None:
+            _refusals_clean.pop(key, None)
+        else:
+            _refusals_clean[key] = clean
         self._open = True
         try:
             self.waits = waits

@@ -325,7 +325,8 @@ PG_FLOOR_TABLE_SQL: str
 PG_STORED_FLOOR_SQL: str
 
 _TxState = Literal["idle", "open_unused", "open_used"]
-# A step of the protocol: ``("run", kind, sql)``, ``("granted", waits, floor, refused)``,
+# A step of the protocol: ``("run", kind, sql)``, ``("granted", waits, floor, refused, clean)``
+# (``clean``: the refusal count at which the write found no refused writer, or None),
 # ``("done",)`` or ``("failed", exception)``.
 _Step = Tuple[Any, ...]
 
@@ -334,10 +335,20 @@ class PgProtocol:
     """The core's writer protocol: which statement to run next, and what each reply means."""
 
     @staticmethod
-    def write(settings: PgSettings, state: _TxState, port: Optional[int] = None, unix: bool = False) -> PgProtocol: ...
+    def write(
+        settings: PgSettings,
+        state: _TxState,
+        port: Optional[int] = None,
+        unix: bool = False,
+        known_clean: Optional[int] = None,
+    ) -> PgProtocol: ...
     @staticmethod
     def write_in_one_message(
-        settings: PgSettings, state: _TxState, port: Optional[int] = None, unix: bool = False
+        settings: PgSettings,
+        state: _TxState,
+        port: Optional[int] = None,
+        unix: bool = False,
+        known_clean: Optional[int] = None,
     ) -> PgProtocol: ...
     @staticmethod
     def setup(settings: PgSettings, extra_sql: Optional[str], state: _TxState) -> PgProtocol: ...
