@@ -644,4 +644,55 @@ mod tests {
         }
         assert_eq!(kind_code("a_kind_from_a_newer_core"), WL_PG_KIND_OTHER);
     }
+
+    /// Drives `p`, answering each statement by its kind's name (`check` for the floor check,
+    /// a current and writable schema, no rows otherwise); returns the names it handed out.
+    fn names_of(mut p: Protocol, check: [&str; 3]) -> Vec<&'static str> {
+        use writerlock::pg::Value;
+        let mut names = Vec::new();
+        let mut step = p.start();
+        while let Step::Run(statement) = &step {
+            let name = statement.kind().name();
+            names.push(name);
+            let text = |cells: &[&str]| vec![cells.iter().map(|c| Value::from(*c)).collect()];
+            let rows = match name {
+                "floor_check" | "start_write" => text(&check),
+                "schema_check" => text(&["f", "f"]),
+                _ => Vec::new(),
+            };
+            step = p.feed(Reply::Rows(rows));
+        }
+        names
+    }
+
+    /// Every kind numbered here is one the core hands out under that name, so a renamed
+    /// kind cannot silently become `WL_PG_KIND_OTHER`.
+    #[test]
+    fn every_numbered_kind_is_one_the_core_hands_out() {
+        use writerlock::pg::Settings;
+        let s = Settings::new();
+        let mut seen = std::collections::HashSet::new();
+        for (protocol, check) in [
+            (Protocol::write(&s, TxState::Idle), ["1", "1", "t"]),
+            (Protocol::write(&s, TxState::Idle), ["2", "1", "f"]),
+            (
+                Protocol::write_in_one_message(&s, TxState::Idle),
+                ["1", "1", "f"],
+            ),
+            (
+                Protocol::setup(&s, Some("SELECT 1"), TxState::Idle),
+                ["1", "1", "f"],
+            ),
+            (Protocol::ensure(&s, TxState::Idle), ["1", "1", "f"]),
+            (Protocol::end(true, false), ["1", "1", "f"]),
+        ] {
+            seen.extend(names_of(protocol, check));
+        }
+        for (name, _) in KINDS {
+            assert!(
+                seen.contains(name),
+                "the core no longer hands out a {name} statement"
+            );
+        }
+    }
 }
