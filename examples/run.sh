@@ -9,7 +9,9 @@
 #      C99 and C++, all with -pedantic -Werror; runs the README's C build lines verbatim, with
 #      the default prefix and under $HOME/.local (make install as bindings/install.sh);
 #   3. runs each C example under valgrind with its default leak kinds (definite and possible)
-#      and checks in the database that it wrote what it says; runs the Rust example the same
+#      and checks in the database that it wrote what it says (the libpq one against the
+#      Postgres server TEST_DATABASE_URL names, in a database of its own, and below a raised
+#      writer floor, where it must be refused with LW001); runs the Rust example the same
 #      way (cargo's examples of the writerlock crate) and the installed `writerlock` command;
 #   4. installs again with DEBUG_INFO=separate and checks the split debug information;
 #   5. greps the READMEs, docs/ and the bench report's text for the project's private words ("seed",
@@ -32,6 +34,13 @@ cxx="${CXX:-g++}"
 for tool in "$cc" "$cxx" pkg-config valgrind sqlite3 python3 readelf; do
     command -v "$tool" >/dev/null 2>&1 || die "$tool is missing; install what the tests need with: make deps"
 done
+pkg-config --exists libpq ||
+    die "the libpq headers are missing (examples/c/pg_libpq_writer.c uses them); install them with: apt-get install -y libpq-dev (or: make deps)"
+command -v psql >/dev/null 2>&1 || die "psql is missing; install it with: apt-get install -y postgresql-client (or: make deps)"
+if [[ -z "${TEST_DATABASE_URL:-}" ]]; then
+    echo "examples/run.sh: TEST_DATABASE_URL is not set: the libpq example will FAIL." >&2
+    echo "examples/run.sh:   run it with \`make test\`, or: tests/with-postgres.sh examples/run.sh" >&2
+fi
 
 # --- 1. the C and Rust blocks of the README and docs/ are the example files -----------------
 if out="$(python3 - "$root" "$here" <<'PY'
@@ -175,15 +184,77 @@ run_checked() {
     fi
 }
 
+# pg_count URL SQL: the first column of the first row, or psql's message.
+pg_count() {
+    psql -qtAX "$1" -c "$2" 2>&1
+}
+
+# run_libpq_writer DIR: examples/c/pg_libpq_writer.c against the test server, in a database of
+# its own: twice under valgrind (each run stores one note through the writer session run on
+# its own libpq connection), then with the stored writer floor raised above its version 1,
+# where the floor check must refuse it with LW001 and store nothing.
+run_libpq_writer() {
+    local dir="$1" name=c_pg_libpq_writer_runs_clean_under_valgrind problems=() run notes out want status
+    if [[ -z "${TEST_DATABASE_URL:-}" ]]; then
+        fail "$name" "TEST_DATABASE_URL is not set: run make test, or tests/with-postgres.sh examples/run.sh"
+        return
+    fi
+    local db="wl_example_libpq_$$"
+    local base="${TEST_DATABASE_URL%%\?*}"
+    local url="${base%/*}/$db${TEST_DATABASE_URL:${#base}}"
+    if ! out="$(psql -qX "$TEST_DATABASE_URL" -c "CREATE DATABASE $db" 2>&1)"; then
+        fail "$name" "cannot create the database $db: $out"
+        return
+    fi
+    for run in 1 2; do
+        if ! valgrind -q --error-exitcode=99 --leak-check=full "$dir/pg_libpq_writer" "$url" \
+            >"$dir/run$run.out" 2>"$dir/run$run.err"; then
+            problems+=("run $run exited non-zero:" "$(tail -30 "$dir/run$run.err")")
+            break
+        fi
+        notes="$(pg_count "$url" "SELECT count(*) FROM libpq_notes")"
+        if [[ "$notes" != "$run" ]]; then
+            problems+=("after run $run, libpq_notes has '$notes' rows, expected $run: the example did not write what it reports")
+            break
+        fi
+        grep -qx "stored note $run after 1 wait(s) for the writer lock (floor 1)" "$dir/run$run.out" ||
+            problems+=("run $run printed: $(cat "$dir/run$run.out")")
+    done
+    if ((${#problems[@]})); then fail "$name" "${problems[@]}"; else
+        pass "$name"
+        echo "    $(head -1 "$dir/run1.out")"
+    fi
+    problems=()
+    out="$(pg_count "$url" "UPDATE writer_floor SET version = 2 WHERE name = 'ledger'")"
+    [[ "$out" == "" ]] || problems+=("raising the floor failed: $out")
+    valgrind -q --error-exitcode=99 --leak-check=full "$dir/pg_libpq_writer" "$url" >"$dir/refused.out" 2>"$dir/refused.err"
+    status=$?
+    want="the write: WL_PG_REFUSED LW001: ledger writer version 1 is below version 2, the oldest the shared database allows; update its code and restart it"
+    ((status == 1)) || problems+=("below the floor it exited with $status, expected 1 (99: valgrind found errors)")
+    grep -qxF "$want" "$dir/refused.err" || problems+=("it did not report the refusal; its error output:" "$(tail -10 "$dir/refused.err")")
+    notes="$(pg_count "$url" "SELECT count(*) FROM libpq_notes")"
+    [[ "$notes" == 2 ]] || problems+=("libpq_notes has '$notes' rows after the refused run, expected 2")
+    if ((${#problems[@]})); then fail c_pg_libpq_writer_refused_below_the_floor "${problems[@]}"; else
+        pass c_pg_libpq_writer_refused_below_the_floor
+        echo "    $want"
+    fi
+    psql -qX "$TEST_DATABASE_URL" -c "DROP DATABASE IF EXISTS $db" >/dev/null 2>&1
+}
+
 # --- 2 and 3. each C example, built against the installed package, run under valgrind -------
 for source in "$here"/c/*.c; do
     name="$(basename "$source" .c)"
     dir="$tmp/c-$name"
     mkdir -p "$dir"
     problems=()
+    # The libpq example builds as its comment says: pkg-config --cflags --libs writerlock libpq.
+    case "$name" in
+    pg_libpq_writer) build_flags=($(pkg-config --cflags --libs writerlock libpq)) ;;
+    *) build_flags=("${flags[@]}") ;;
+    esac
     for std in "$cc -std=gnu89" "$cc -std=c99" "$cxx -x c++ -std=c++11"; do
         # shellcheck disable=SC2086
-        if ! $std -pedantic -Wall -Wextra -Werror "$source" -o "$dir/$name" "${flags[@]}" \
+        if ! $std -pedantic -Wall -Wextra -Werror "$source" -o "$dir/$name" "${build_flags[@]}" \
             -Wl,-rpath,"$prefix/lib" 2>"$dir/build.log"; then
             problems+=("$std: $(head -5 "$dir/build.log" | tr '\n' ' ')")
         fi
@@ -198,6 +269,10 @@ for source in "$here"/c/*.c; do
         fail "c_${name}_finds_the_installed_library" "it loads '${resolved:-nothing}', not $prefix/lib (-Wl,-rpath)"
     case "$name" in
     queue) rows=1 table=t ;;
+    pg_libpq_writer)
+        run_libpq_writer "$dir"
+        continue
+        ;;
     *)
         fail "c_$name" "examples/run.sh does not know what examples/c/$name.c writes: add it to the case"
         continue

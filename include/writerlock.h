@@ -292,6 +292,19 @@ typedef struct wl_pg_conn wl_pg_conn;
 typedef struct wl_pg_pool wl_pg_pool;
 
 /**
+ * The writer protocol of one write, schema set-up or end of a write, for a
+ * program that runs the statements on a Postgres connection of its own.
+ *
+ * Created with `wl_pg_protocol_write`, `wl_pg_protocol_write_in_one_message`,
+ * `wl_pg_protocol_ensure`, `wl_pg_protocol_setup` or `wl_pg_protocol_end`;
+ * freed with `wl_pg_protocol_free`. Driven with `wl_pg_protocol_start`, then
+ * one `wl_pg_protocol_feed_*` call per statement. Freeing it sends nothing:
+ * a transaction the program opened for it stays open. Do not use it from two
+ * threads at once.
+ */
+typedef struct wl_pg_protocol wl_pg_protocol;
+
+/**
  * The rows a statement returned (`wl_pg_query`), rendered as text.
  *
  * Owned by the caller and freed with `wl_pg_rows_free`. Immutable: it may
@@ -313,12 +326,26 @@ typedef struct wl_pg_rows wl_pg_rows;
 typedef struct wl_pg_settings wl_pg_settings;
 
 /**
+ * Rows a statement returned on the program's own connection, as text
+ * cells (NULL cells are SQL NULL), the way libpq hands them out.
+ *
+ * Created with `wl_pg_text_rows_new`, freed with `wl_pg_text_rows_free`.
+ * Fill it with `wl_pg_text_rows_add_row` and `wl_pg_text_rows_add_cell`,
+ * pass it to `wl_pg_protocol_feed_rows` or `wl_pg_settings_verify` (which
+ * copy what they need), and empty it with `wl_pg_text_rows_clear` to use
+ * it again. Do not change it from two threads at once.
+ */
+typedef struct wl_pg_text_rows wl_pg_text_rows;
+
+/**
  * What a write transaction learned while it started: the waits for the
  * writer lock, the stored floor and the refused writers still connected.
  *
- * Created by `wl_pg_write_begin`, freed with `wl_pg_write_free`. Freeing
- * it does not end the transaction: end that with `wl_pg_commit` or
- * `wl_pg_rollback`.
+ * Created by `wl_pg_write_begin` (or `wl_pg_protocol_granted`, for a
+ * write on the program's own connection), freed with `wl_pg_write_free`.
+ * Freeing it does not end the transaction: end that with `wl_pg_commit` or
+ * `wl_pg_rollback` (with `wl_pg_protocol_end` on the program's own
+ * connection).
  */
 typedef struct wl_pg_write wl_pg_write;
 
@@ -383,9 +410,159 @@ typedef struct wl_pg_alert {
 } wl_pg_alert;
 
 /**
+ * Where the program's connection stands when a write or set-up starts
+ * (`WL_PG_TX_*`).
+ */
+typedef uint32_t wl_pg_tx_state;
+
+/**
+ * What the program does next (`WL_PG_STEP_*`), from `wl_pg_protocol_start`
+ * and the `wl_pg_protocol_feed_*` functions.
+ */
+typedef uint32_t wl_pg_step;
+
+/**
+ * What a statement is for (`WL_PG_KIND_*`, stable numbers). A program
+ * that runs every statement as it comes (libpq's `PQexec`) needs none of
+ * them; one whose driver manages transactions itself maps `BEGIN`,
+ * `ROLLBACK` and `COMMIT` to its own calls.
+ */
+typedef uint32_t wl_pg_statement_kind;
+
+/**
  * A waiting strategy for `wl_queue_new_with_strategy`.
  */
 typedef uint32_t wl_strategy;
+
+/**
+ * No transaction is open (libpq's `PQTRANS_IDLE`): the protocol sends
+ * `BEGIN` itself.
+ */
+#define WL_PG_TX_IDLE 0
+
+/**
+ * A transaction is open but has run no statement: the writer lock is its
+ * first.
+ */
+#define WL_PG_TX_OPEN_UNUSED 1
+
+/**
+ * A transaction is open and has run a statement: a write or set-up fails
+ * at once with `WL_STATE` (`cannot start a transaction within a
+ * transaction`).
+ */
+#define WL_PG_TX_OPEN_USED 2
+
+/**
+ * No step: the call was refused (a NULL or invalid argument, a call out of
+ * order) and the protocol did not move.
+ */
+#define WL_PG_STEP_NONE 0
+
+/**
+ * Run the statement `wl_pg_protocol_sql` gives and feed its outcome back.
+ */
+#define WL_PG_STEP_RUN 1
+
+/**
+ * The write transaction is open and holds the writer lock: run the
+ * write's statements, then end it with a `wl_pg_protocol_end` protocol.
+ * `wl_pg_protocol_granted` gives the waits, the floor, the refused writers
+ * and the alerts to raise.
+ */
+#define WL_PG_STEP_GRANTED 2
+
+/**
+ * Finished: the set-up or the end of the write committed, or a rollback
+ * asked for ran.
+ */
+#define WL_PG_STEP_DONE 3
+
+/**
+ * Finished with an error (the function returns its code and records it as
+ * the thread's last error; `wl_pg_protocol_error` keeps a copy). No
+ * transaction is left open: it was rolled back, or the session is gone.
+ */
+#define WL_PG_STEP_FAILED 4
+
+/**
+ * No statement is waiting to run.
+ */
+#define WL_PG_KIND_NONE 0
+
+/**
+ * `BEGIN`.
+ */
+#define WL_PG_KIND_BEGIN 1
+
+/**
+ * `SELECT pg_advisory_xact_lock(1279607879)`: one wait for the writer lock.
+ */
+#define WL_PG_KIND_WRITER_LOCK 2
+
+/**
+ * The floor check: the stored floor, the session's writer version, and
+ * whether a refused writer's lock is held.
+ */
+#define WL_PG_KIND_FLOOR_CHECK 3
+
+/**
+ * `BEGIN` (when no transaction is open), the writer lock and the floor
+ * check as one message (`wl_pg_protocol_write_in_one_message`); feed the
+ * floor check's rows (`PQexec` returns the last statement's result).
+ */
+#define WL_PG_KIND_START_WRITE 4
+
+/**
+ * The refusal lock a writer below the floor takes, for the alerts.
+ */
+#define WL_PG_KIND_REFUSAL_LOCK 5
+
+/**
+ * The refused writers still connected.
+ */
+#define WL_PG_KIND_REFUSED_WRITERS 6
+
+/**
+ * `SET LOCAL statement_timeout = 0`, for the schema set-up.
+ */
+#define WL_PG_KIND_SETUP_LIMIT 7
+
+/**
+ * The program's own schema script (`wl_pg_protocol_setup`).
+ */
+#define WL_PG_KIND_HOST_SCHEMA 8
+
+/**
+ * The catalog read that tells whether the floor's schema is current.
+ */
+#define WL_PG_KIND_SCHEMA_CHECK 9
+
+/**
+ * The floor's schema (several statements).
+ */
+#define WL_PG_KIND_SCHEMA 10
+
+/**
+ * The statement that stores the floor, never lowering it.
+ */
+#define WL_PG_KIND_STORE_FLOOR 11
+
+/**
+ * `ROLLBACK`.
+ */
+#define WL_PG_KIND_ROLLBACK 12
+
+/**
+ * `COMMIT`.
+ */
+#define WL_PG_KIND_COMMIT 13
+
+/**
+ * A statement of a kind newer than this header: `wl_pg_protocol_kind_name`
+ * names it. Run it like any other.
+ */
+#define WL_PG_KIND_OTHER 255
 
 /**
  * Polling plus the hand-off page in `<db>.writer-queue`: a waiter sleeps on
@@ -636,6 +813,25 @@ enum wl_result wl_pg_settings_set_connect_timeout(struct wl_pg_settings *setting
 size_t wl_pg_settings_startup_options(const struct wl_pg_settings *settings, char *buf, size_t len);
 
 /**
+ * Copies the statement that reports how these settings' startup settings
+ * stand on a session into `buf`, like `wl_error_message`; returns its full
+ * length (0 for NULL). It has no parameters: run it on a connection of the
+ * program's own (libpq's `PQexec`) right after connecting, and pass its
+ * rows to `wl_pg_settings_verify`.
+ */
+size_t wl_pg_settings_check_sql(const struct wl_pg_settings *settings, char *buf, size_t len);
+
+/**
+ * Checks the rows `wl_pg_settings_check_sql`'s statement returned on a
+ * connection of the program's own: `WL_OK` when every startup setting of
+ * `settings` (NULL: the defaults) took effect, `WL_PG_SETTING` naming the
+ * first one that did not (a connection pooler that dropped the startup
+ * options, or a connection opened without them).
+ */
+enum wl_result wl_pg_settings_verify(const struct wl_pg_settings *settings,
+                                     const struct wl_pg_text_rows *rows);
+
+/**
  * Opens a session at `url` (a `postgresql://` URL or libpq `key=value`
  * pairs) with `settings` (NULL: the defaults), and checks that every
  * startup setting took effect.
@@ -855,6 +1051,232 @@ enum wl_result wl_pg_pool_give(const struct wl_pg_pool *pool, struct wl_pg_conn 
  * How many idle connections the pool keeps right now (0 for NULL).
  */
 size_t wl_pg_pool_idle_count(const struct wl_pg_pool *pool);
+
+/**
+ * Creates an empty set of rows. On success `*out` is owned by the caller
+ * and freed with `wl_pg_text_rows_free`.
+ */
+enum wl_result wl_pg_text_rows_new(struct wl_pg_text_rows **out);
+
+/**
+ * Frees rows. NULL is ignored.
+ */
+void wl_pg_text_rows_free(struct wl_pg_text_rows *rows);
+
+/**
+ * Starts a new row; the cells added next belong to it.
+ */
+enum wl_result wl_pg_text_rows_add_row(struct wl_pg_text_rows *rows);
+
+/**
+ * Adds a cell to the row started last: `text` (UTF-8, NUL-terminated; the
+ * text form Postgres prints, as `PQgetvalue` returns it), or SQL NULL when
+ * `text` is NULL (`PQgetisnull`). `WL_STATE` before the first
+ * `wl_pg_text_rows_add_row`; `WL_INVALID_ARGUMENT` for text that is not
+ * UTF-8.
+ */
+enum wl_result wl_pg_text_rows_add_cell(struct wl_pg_text_rows *rows, const char *text);
+
+/**
+ * The number of rows (0 for NULL).
+ */
+size_t wl_pg_text_rows_count(const struct wl_pg_text_rows *rows);
+
+/**
+ * Removes every row, to fill the object again.
+ */
+enum wl_result wl_pg_text_rows_clear(struct wl_pg_text_rows *rows);
+
+/**
+ * Makes the protocol of a write for a writer with `settings` (NULL: the
+ * defaults; its version, lock tries and lock wait) on a connection in state
+ * `tx` (`WL_PG_TX_*`): `BEGIN` when none is open, the writer lock with its
+ * waits, the floor check, and the refused writers when one is there to
+ * name. It ends with `WL_PG_STEP_GRANTED`, or `WL_PG_STEP_FAILED` with
+ * `WL_PG_NOT_GRANTED` (`the ledger writer lock was not granted in 3 waits
+ * of 10 seconds`), `WL_PG_REFUSED` (`LW001`, below the floor),
+ * `WL_PG_SETTING` (the session does not carry this writer's version), or
+ * what the server or connection said.
+ *
+ * On success `*out` is owned by the caller and freed with
+ * `wl_pg_protocol_free`. `WL_INVALID_ARGUMENT` for settings that cannot
+ * work or an unknown `tx`.
+ */
+enum wl_result wl_pg_protocol_write(const struct wl_pg_settings *settings,
+                                    wl_pg_tx_state tx,
+                                    struct wl_pg_protocol **out);
+
+/**
+ * The same write with fewer round trips, for a connection that runs
+ * several statements sent as one string (libpq's `PQexec`, the simple
+ * query protocol): each attempt is one `WL_PG_KIND_START_WRITE` statement,
+ * `BEGIN` (when no transaction is open), the writer lock and the floor
+ * check together; feed it the result `PQexec` returns (the floor check's
+ * rows, or the error that stopped it). The writer lock stays the
+ * transaction's first statement.
+ */
+enum wl_result wl_pg_protocol_write_in_one_message(const struct wl_pg_settings *settings,
+                                                   wl_pg_tx_state tx,
+                                                   struct wl_pg_protocol **out);
+
+/**
+ * Makes the protocol of the set-up to run once per database per process,
+ * before the first write: the writer lock with its waits, `SET LOCAL
+ * statement_timeout = 0`, a catalog read, the floor's schema only when
+ * something is missing or not current, the stored floor raised to
+ * `settings`' required floor (never lowered), and `COMMIT`. It ends with
+ * `WL_PG_STEP_DONE` (`wl_pg_protocol_set_up` then says whether the floor
+ * was stored: on a read-only server it is not, and the next write should
+ * try again) or `WL_PG_STEP_FAILED`.
+ */
+enum wl_result wl_pg_protocol_ensure(const struct wl_pg_settings *settings,
+                                     wl_pg_tx_state tx,
+                                     struct wl_pg_protocol **out);
+
+/**
+ * Makes the protocol of the owner's schema set-up: the writer lock with
+ * its waits, `SET LOCAL statement_timeout = 0`, the program's own
+ * `extra_sql` (NULL or blank: none; it may hold several statements), the
+ * floor's schema, the stored floor raised to `settings`' required floor,
+ * and `COMMIT`. It ends with `WL_PG_STEP_DONE` or `WL_PG_STEP_FAILED`.
+ */
+enum wl_result wl_pg_protocol_setup(const struct wl_pg_settings *settings,
+                                    const char *extra_sql,
+                                    wl_pg_tx_state tx,
+                                    struct wl_pg_protocol **out);
+
+/**
+ * Makes the protocol that ends a granted write: `COMMIT` when `commit` is
+ * true and no statement of the transaction failed, else `ROLLBACK`. A
+ * commit asked for after a failed statement (`statement_failed`) rolls back
+ * and fails with `WL_PG_ROLLED_BACK`; a connection lost during `COMMIT`
+ * fails with `WL_PG_OUTCOME_UNKNOWN` (the write may or may not be stored).
+ * It ends with `WL_PG_STEP_DONE` or `WL_PG_STEP_FAILED`.
+ */
+enum wl_result wl_pg_protocol_end(bool commit, bool statement_failed, struct wl_pg_protocol **out);
+
+/**
+ * Frees a protocol (nothing is sent). NULL is ignored.
+ */
+void wl_pg_protocol_free(struct wl_pg_protocol *protocol);
+
+/**
+ * Tells the protocol that the program's connection reached the server over
+ * TCP at `port` (libpq's `PQport`). A writer refused below the floor then
+ * takes its refusal lock (which names it in the current writers' alerts)
+ * only where the server sees it come in that way, never through a
+ * connection pooler. Call it before `wl_pg_protocol_start`.
+ */
+enum wl_result wl_pg_protocol_dialled_port(struct wl_pg_protocol *protocol, uint16_t port);
+
+/**
+ * Tells the protocol that the program's connection reached the server
+ * through a Unix socket (libpq's `PQhost` is a directory); see
+ * `wl_pg_protocol_dialled_port`.
+ */
+enum wl_result wl_pg_protocol_dialled_unix(struct wl_pg_protocol *protocol);
+
+/**
+ * The first step. On `WL_OK`, `*step` is `WL_PG_STEP_RUN` (run
+ * `wl_pg_protocol_sql`) or, for a protocol that needs nothing run,
+ * `WL_PG_STEP_GRANTED` / `WL_PG_STEP_DONE`. When the protocol fails at once
+ * (`WL_PG_TX_OPEN_USED`), `*step` is `WL_PG_STEP_FAILED` and the error's
+ * code is returned. Called twice: `WL_STATE`, `*step` `WL_PG_STEP_NONE`.
+ */
+enum wl_result wl_pg_protocol_start(struct wl_pg_protocol *protocol, wl_pg_step *step);
+
+/**
+ * Feeds the outcome of a statement that ran: its rows (NULL, or no rows,
+ * for a statement without a result, such as `BEGIN`; for a string of
+ * several statements, the last one's rows, as `PQexec` returns them).
+ * Returns like `wl_pg_protocol_start` with the next step. `WL_STATE` when
+ * no statement waits for its outcome (before the start, after the end);
+ * the protocol does not move then.
+ */
+enum wl_result wl_pg_protocol_feed_rows(struct wl_pg_protocol *protocol,
+                                        const struct wl_pg_text_rows *rows,
+                                        wl_pg_step *step);
+
+/**
+ * Feeds the error the server answered a statement with: its `sqlstate`
+ * (libpq's `PG_DIAG_SQLSTATE`, such as `55P03`), primary `message`
+ * (`PG_DIAG_MESSAGE_PRIMARY`), `detail` and `hint` (NULL when none), and
+ * whether it ended the session (`fatal`: severity `FATAL` or `PANIC`).
+ * Returns like `wl_pg_protocol_feed_rows`. A cancelled wait for the writer
+ * lock (`55P03`) is rolled back and asked again; after the last wait the
+ * protocol fails with `WL_PG_NOT_GRANTED`.
+ */
+enum wl_result wl_pg_protocol_feed_error(struct wl_pg_protocol *protocol,
+                                         const char *sqlstate,
+                                         const char *message,
+                                         const char *detail,
+                                         const char *hint,
+                                         bool fatal,
+                                         wl_pg_step *step);
+
+/**
+ * Feeds a statement that got no answer because the connection is gone
+ * (libpq's `PQstatus` is `CONNECTION_BAD`), with what the driver said
+ * (`reason`, such as `PQerrorMessage`). Returns like
+ * `wl_pg_protocol_feed_rows`: `WL_PG_CLOSED`, or `WL_PG_OUTCOME_UNKNOWN`
+ * for a `COMMIT`.
+ */
+enum wl_result wl_pg_protocol_feed_lost(struct wl_pg_protocol *protocol,
+                                        const char *reason,
+                                        wl_pg_step *step);
+
+/**
+ * The SQL of the statement to run after a `WL_PG_STEP_RUN` step
+ * (NUL-terminated, without parameters; it may hold several statements),
+ * borrowed from `protocol` until its next step or until it is freed. NULL
+ * when no statement waits to run, or for NULL.
+ */
+const char *wl_pg_protocol_sql(const struct wl_pg_protocol *protocol);
+
+/**
+ * What the statement to run is for (`WL_PG_KIND_*`); `WL_PG_KIND_NONE`
+ * when no statement waits to run, or for NULL.
+ */
+wl_pg_statement_kind wl_pg_protocol_kind(const struct wl_pg_protocol *protocol);
+
+/**
+ * The name of the statement's kind (`begin`, `writer_lock`,
+ * `floor_check`, `start_write`, `refusal_lock`, `refused_writers`,
+ * `setup_limit`, `host_schema`, `schema_check`, `schema`, `store_floor`,
+ * `rollback`, `commit`, or a newer one), borrowed like
+ * `wl_pg_protocol_sql`; NULL when no statement waits to run.
+ */
+const char *wl_pg_protocol_kind_name(const struct wl_pg_protocol *protocol);
+
+/**
+ * Whether the protocol has finished (granted, done or failed; false for
+ * NULL).
+ */
+bool wl_pg_protocol_finished(const struct wl_pg_protocol *protocol);
+
+/**
+ * Whether a set-up (`wl_pg_protocol_ensure`, `wl_pg_protocol_setup`)
+ * finished with the floor stored and committed: record the database as set
+ * up for this process only then (false for NULL).
+ */
+bool wl_pg_protocol_set_up(const struct wl_pg_protocol *protocol);
+
+/**
+ * After `WL_PG_STEP_GRANTED`: what the write learned while it started, as
+ * a `wl_pg_write` (the waits, the stored floor, the refused writers still
+ * connected, and `wl_pg_write_alerts` for the alerts to raise). On success
+ * `*out` is owned by the caller and freed with `wl_pg_write_free`;
+ * `WL_STATE` when the protocol was not granted.
+ */
+enum wl_result wl_pg_protocol_granted(const struct wl_pg_protocol *protocol,
+                                      struct wl_pg_write **out);
+
+/**
+ * After `WL_PG_STEP_FAILED`: a copy of the error (code, message,
+ * SQLSTATE, refused version and floor), owned by the caller and freed with
+ * `wl_error_free`. NULL when the protocol did not fail, or for NULL.
+ */
+struct wl_error *wl_pg_protocol_error(const struct wl_pg_protocol *protocol);
 
 /**
  * Creates a queue for the SQLite database at `path` (UTF-8; `:memory:` and

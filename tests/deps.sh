@@ -10,6 +10,7 @@ packages=(
     pkg-config gcc libsqlite3-dev sqlite3       # the core links the system libsqlite3
     libssl-dev openssl                          # the core's TLS: the system OpenSSL; the TLS tests make certificates
     postgresql                                  # throwaway test cluster
+    libpq-dev                                   # the C example that runs the writer session on libpq
     php8.2-cli php8.2-dev php8.2-sqlite3 php8.2-fpm libclang-dev libfcgi-bin  # PHP extension
     valgrind                                    # the C ABI test runs under valgrind
     util-linux                                  # flock(1): the C ABI test probes lock files with it

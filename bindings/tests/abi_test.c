@@ -1238,6 +1238,476 @@ static void test_spawned_program_does_not_keep_a_dead_holders_turn(void) {
 }
 
 /* ------------------------------------------------------------------------ */
+/* The writer protocol on a connection of the program's own, scripted        */
+/* ------------------------------------------------------------------------ */
+
+/* Rows of text cells (NULL cells are SQL NULL), `nrows` x `ncols` row by row. */
+static wl_pg_text_rows *text_rows(size_t nrows, size_t ncols, const char *const *cells) {
+    wl_pg_text_rows *rows = NULL;
+    EXPECT_RC(WL_OK, wl_pg_text_rows_new(&rows));
+    for (size_t r = 0; r < nrows; r++) {
+        EXPECT_RC(WL_OK, wl_pg_text_rows_add_row(rows));
+        for (size_t c = 0; c < ncols; c++) EXPECT_RC(WL_OK, wl_pg_text_rows_add_cell(rows, cells[r * ncols + c]));
+    }
+    return rows;
+}
+
+/* Feeds rows to `p`; returns the step (the code in *rc). */
+static wl_pg_step feed_cells(wl_pg_protocol *p, size_t nrows, size_t ncols, const char *const *cells,
+                             wl_result *rc) {
+    wl_pg_text_rows *rows = nrows ? text_rows(nrows, ncols, cells) : NULL;
+    wl_pg_step step = 99;
+    *rc = wl_pg_protocol_feed_rows(p, rows, &step);
+    wl_pg_text_rows_free(rows);
+    return step;
+}
+
+/* Feeds "ran, no rows"; checks WL_OK and returns the step. */
+static wl_pg_step feed_ok(wl_pg_protocol *p) {
+    wl_pg_step step = 99;
+    EXPECT_RC(WL_OK, wl_pg_protocol_feed_rows(p, NULL, &step));
+    return step;
+}
+
+/* Checks that `p` asks to run a statement of `kind` whose SQL starts with `sql`. */
+#define EXPECT_RUN(p, step, kind, name, sql)                                                    \
+    do {                                                                                       \
+        CHECK((step) == WL_PG_STEP_RUN, "step %u, expected WL_PG_STEP_RUN", (unsigned)(step));  \
+        CHECK(wl_pg_protocol_kind(p) == (kind), "kind %u (%s), expected %s", (unsigned)wl_pg_protocol_kind(p), \
+              wl_pg_protocol_kind_name(p) ? wl_pg_protocol_kind_name(p) : "NULL", name);        \
+        CHECK_STR(wl_pg_protocol_kind_name(p), name);                                          \
+        CHECK(wl_pg_protocol_sql(p) && strncmp(wl_pg_protocol_sql(p), sql, strlen(sql)) == 0,  \
+              "SQL \"%s\" does not start with \"%s\"",                                         \
+              wl_pg_protocol_sql(p) ? wl_pg_protocol_sql(p) : "(NULL)", sql);                   \
+    } while (0)
+
+static const char LOCK_SQL[] = "SELECT pg_advisory_xact_lock(1279607879)";
+static const char CANCELLED[] = "canceling statement due to lock timeout";
+
+static void test_pg_protocol_granted_at_once_then_commit(void) {
+    wl_pg_protocol *p = NULL;
+    wl_pg_step step = 99;
+    wl_result rc;
+    EXPECT_RC(WL_OK, wl_pg_protocol_write(NULL, WL_PG_TX_IDLE, &p));
+    CHECK(!wl_pg_protocol_finished(p), "a new protocol says it finished");
+    CHECK(wl_pg_protocol_sql(p) == NULL && wl_pg_protocol_kind(p) == WL_PG_KIND_NONE,
+          "a statement before the start");
+    EXPECT_RC(WL_OK, wl_pg_protocol_start(p, &step));
+    EXPECT_RUN(p, step, WL_PG_KIND_BEGIN, "begin", "BEGIN");
+    step = feed_ok(p);
+    EXPECT_RUN(p, step, WL_PG_KIND_WRITER_LOCK, "writer_lock", LOCK_SQL);
+    CHECK_STR(wl_pg_protocol_sql(p), LOCK_SQL);
+    const char *lock_row[] = {""}; /* pg_advisory_xact_lock returns void: libpq shows "" */
+    step = feed_cells(p, 1, 1, lock_row, &rc);
+    CHECK(rc == WL_OK, "%s", last_message());
+    EXPECT_RUN(p, step, WL_PG_KIND_FLOOR_CHECK, "floor_check", "SELECT ");
+    const char *check[] = {"1", "1", "f"}; /* floor 1, session version 1, no refused writer */
+    step = feed_cells(p, 1, 3, check, &rc);
+    CHECK(rc == WL_OK, "%s", last_message());
+    CHECK(step == WL_PG_STEP_GRANTED, "step %u, expected GRANTED", (unsigned)step);
+    CHECK(wl_pg_protocol_finished(p), "granted but not finished");
+    CHECK(wl_pg_protocol_sql(p) == NULL && wl_pg_protocol_kind_name(p) == NULL,
+          "a statement is still offered after the grant");
+    CHECK(wl_pg_protocol_error(p) == NULL, "an error after a grant");
+    wl_pg_write *w = NULL;
+    EXPECT_RC(WL_OK, wl_pg_protocol_granted(p, &w));
+    CHECK(wl_pg_write_waits(w) == 1, "waits %u", wl_pg_write_waits(w));
+    CHECK(wl_pg_write_floor(w) == 1, "floor %lld", (long long)wl_pg_write_floor(w));
+    CHECK(wl_pg_write_refused_count(w) == 0, "refused %zu", wl_pg_write_refused_count(w));
+    wl_strings *alerts = NULL;
+    EXPECT_RC(WL_OK, wl_pg_write_alerts(w, NULL, 0, &alerts));
+    CHECK(wl_strings_count(alerts) == 0, "%zu alerts", wl_strings_count(alerts));
+    wl_strings_free(alerts);
+    wl_pg_write_free(w);
+    wl_pg_protocol_free(p);
+
+    /* The end: COMMIT, then done. */
+    p = NULL;
+    EXPECT_RC(WL_OK, wl_pg_protocol_end(true, false, &p));
+    EXPECT_RC(WL_OK, wl_pg_protocol_start(p, &step));
+    EXPECT_RUN(p, step, WL_PG_KIND_COMMIT, "commit", "COMMIT");
+    step = feed_ok(p);
+    CHECK(step == WL_PG_STEP_DONE, "step %u, expected DONE", (unsigned)step);
+    wl_pg_protocol_free(p);
+
+    /* A transaction the program opened, unused: the writer lock is its first statement. */
+    p = NULL;
+    EXPECT_RC(WL_OK, wl_pg_protocol_write(NULL, WL_PG_TX_OPEN_UNUSED, &p));
+    EXPECT_RC(WL_OK, wl_pg_protocol_start(p, &step));
+    EXPECT_RUN(p, step, WL_PG_KIND_WRITER_LOCK, "writer_lock", LOCK_SQL);
+    wl_pg_protocol_free(p);
+}
+
+static void test_pg_protocol_cancelled_waits_then_not_granted(void) {
+    wl_pg_protocol *p = NULL;
+    wl_pg_step step = 99;
+    EXPECT_RC(WL_OK, wl_pg_protocol_write(NULL, WL_PG_TX_IDLE, &p));
+    EXPECT_RC(WL_OK, wl_pg_protocol_start(p, &step));
+    for (int wait = 1; wait <= 3; wait++) {
+        EXPECT_RUN(p, step, WL_PG_KIND_BEGIN, "begin", "BEGIN");
+        step = feed_ok(p);
+        EXPECT_RUN(p, step, WL_PG_KIND_WRITER_LOCK, "writer_lock", LOCK_SQL);
+        EXPECT_RC(WL_OK, wl_pg_protocol_feed_error(p, "55P03", CANCELLED, NULL, NULL, false, &step));
+        EXPECT_RUN(p, step, WL_PG_KIND_ROLLBACK, "rollback", "ROLLBACK");
+        if (wait < 3) step = feed_ok(p);
+    }
+    wl_result rc = wl_pg_protocol_feed_rows(p, NULL, &step);
+    CHECK(rc == WL_PG_NOT_GRANTED, "rc %s", wl_result_name((uint32_t)rc));
+    CHECK(step == WL_PG_STEP_FAILED, "step %u, expected FAILED", (unsigned)step);
+    CHECK_STR(last_message(), "the ledger writer lock was not granted in 3 waits of 10 seconds");
+    wl_error *err = wl_pg_protocol_error(p);
+    CHECK(wl_error_code(err) == WL_PG_NOT_GRANTED, "kept code %s",
+          wl_result_name((uint32_t)wl_error_code(err)));
+    char buf[256];
+    wl_error_message(err, buf, sizeof buf);
+    CHECK_STR(buf, "the ledger writer lock was not granted in 3 waits of 10 seconds");
+    wl_error_sqlstate(err, buf, sizeof buf);
+    CHECK_STR(buf, "55P03");
+    wl_error_free(err);
+    CHECK(wl_pg_protocol_finished(p), "failed but not finished");
+    wl_pg_protocol_free(p);
+
+    /* Configured waits shape the message; one message per attempt, granted on the second. */
+    wl_pg_settings *s = NULL;
+    EXPECT_RC(WL_OK, wl_pg_settings_new(&s));
+    EXPECT_RC(WL_OK, wl_pg_settings_set_lock_wait(s, 1.5));
+    EXPECT_RC(WL_OK, wl_pg_settings_set_lock_tries(s, 2));
+    p = NULL;
+    EXPECT_RC(WL_OK, wl_pg_protocol_write_in_one_message(s, WL_PG_TX_IDLE, &p));
+    EXPECT_RC(WL_OK, wl_pg_protocol_start(p, &step));
+    EXPECT_RUN(p, step, WL_PG_KIND_START_WRITE, "start_write",
+               "BEGIN; SELECT pg_advisory_xact_lock(1279607879); SELECT ");
+    EXPECT_RC(WL_OK, wl_pg_protocol_feed_error(p, "55P03", CANCELLED, NULL, NULL, false, &step));
+    EXPECT_RUN(p, step, WL_PG_KIND_ROLLBACK, "rollback", "ROLLBACK");
+    step = feed_ok(p);
+    EXPECT_RUN(p, step, WL_PG_KIND_START_WRITE, "start_write", "BEGIN; ");
+    const char *check[] = {NULL, "1", "false"}; /* no stored floor */
+    wl_result rc2;
+    step = feed_cells(p, 1, 3, check, &rc2);
+    CHECK(rc2 == WL_OK && step == WL_PG_STEP_GRANTED, "rc %s step %u: %s",
+          wl_result_name((uint32_t)rc2), (unsigned)step, last_message());
+    wl_pg_write *w = NULL;
+    EXPECT_RC(WL_OK, wl_pg_protocol_granted(p, &w));
+    CHECK(wl_pg_write_waits(w) == 2 && wl_pg_write_floor(w) == -1, "waits %u floor %lld",
+          wl_pg_write_waits(w), (long long)wl_pg_write_floor(w));
+    wl_pg_write_free(w);
+    wl_pg_protocol_free(p);
+
+    p = NULL;
+    EXPECT_RC(WL_OK, wl_pg_protocol_write_in_one_message(s, WL_PG_TX_IDLE, &p));
+    EXPECT_RC(WL_OK, wl_pg_protocol_start(p, &step));
+    for (int wait = 1; wait <= 2; wait++) {
+        EXPECT_RC(WL_OK, wl_pg_protocol_feed_error(p, "55P03", CANCELLED, NULL, NULL, false, &step));
+        if (wait < 2) {
+            step = feed_ok(p);
+        }
+    }
+    EXPECT_RC(WL_PG_NOT_GRANTED, wl_pg_protocol_feed_rows(p, NULL, &step));
+    CHECK_STR(last_message(), "the ledger writer lock was not granted in 2 waits of 1.5 seconds");
+    wl_pg_protocol_free(p);
+    wl_pg_settings_free(s);
+
+    /* Another error of the lock statement is reported as it is, after the rollback. */
+    p = NULL;
+    EXPECT_RC(WL_OK, wl_pg_protocol_write(NULL, WL_PG_TX_OPEN_UNUSED, &p));
+    EXPECT_RC(WL_OK, wl_pg_protocol_start(p, &step));
+    EXPECT_RC(WL_OK, wl_pg_protocol_feed_error(p, "57014", "canceling statement due to statement timeout",
+                                               "a detail", "a hint", false, &step));
+    EXPECT_RUN(p, step, WL_PG_KIND_ROLLBACK, "rollback", "ROLLBACK");
+    EXPECT_RC(WL_PG_DATABASE, wl_pg_protocol_feed_rows(p, NULL, &step));
+    CHECK_STR(last_message(), "canceling statement due to statement timeout");
+    err = wl_last_error();
+    wl_error_sqlstate(err, buf, sizeof buf);
+    CHECK_STR(buf, "57014");
+    wl_error_free(err);
+    wl_pg_protocol_free(p);
+
+    /* A fatal error ends the session: no rollback is asked for. */
+    p = NULL;
+    EXPECT_RC(WL_OK, wl_pg_protocol_write(NULL, WL_PG_TX_OPEN_UNUSED, &p));
+    EXPECT_RC(WL_OK, wl_pg_protocol_start(p, &step));
+    EXPECT_RC(WL_PG_SESSION_ENDED,
+              wl_pg_protocol_feed_error(p, "25P03", "terminating connection due to idle-in-transaction timeout",
+                                        NULL, NULL, true, &step));
+    CHECK(step == WL_PG_STEP_FAILED, "step %u", (unsigned)step);
+    wl_pg_protocol_free(p);
+}
+
+static void test_pg_protocol_below_the_floor_is_refused(void) {
+    wl_pg_protocol *p = NULL;
+    wl_pg_step step = 99;
+    wl_result rc;
+    EXPECT_RC(WL_OK, wl_pg_protocol_write(NULL, WL_PG_TX_OPEN_UNUSED, &p));
+    EXPECT_RC(WL_OK, wl_pg_protocol_dialled_port(p, 5432));
+    EXPECT_RC(WL_OK, wl_pg_protocol_start(p, &step));
+    step = feed_ok(p);
+    const char *check[] = {"2", "1", "f"}; /* floor 2 above this writer's version 1 */
+    step = feed_cells(p, 1, 3, check, &rc);
+    CHECK(rc == WL_OK, "%s", last_message());
+    EXPECT_RUN(p, step, WL_PG_KIND_REFUSAL_LOCK, "refusal_lock", "SELECT ");
+    CHECK_CONTAINS(wl_pg_protocol_sql(p), "pg_try_advisory_lock_shared(1280788050, 65538)");
+    const char *locked[] = {"t", "1"};
+    step = feed_cells(p, 1, 2, locked, &rc);
+    EXPECT_RUN(p, step, WL_PG_KIND_ROLLBACK, "rollback", "ROLLBACK");
+    EXPECT_RC(WL_PG_REFUSED, wl_pg_protocol_feed_rows(p, NULL, &step));
+    CHECK(step == WL_PG_STEP_FAILED, "step %u", (unsigned)step);
+    CHECK_STR(last_message(), "ledger writer version 1 is below version 2, the oldest the shared "
+                              "database allows; update its code and restart it");
+    wl_error *err = wl_pg_protocol_error(p);
+    char state[16];
+    wl_error_sqlstate(err, state, sizeof state);
+    CHECK_STR(state, WL_PG_REFUSED_SQLSTATE);
+    CHECK(wl_error_refused_version(err) == 1 && wl_error_refused_floor(err) == 2, "refused %lld/%lld",
+          (long long)wl_error_refused_version(err), (long long)wl_error_refused_floor(err));
+    wl_error_free(err);
+    wl_pg_protocol_free(p);
+
+    /* A session that does not carry this writer's version is not granted. */
+    p = NULL;
+    EXPECT_RC(WL_OK, wl_pg_protocol_write(NULL, WL_PG_TX_OPEN_UNUSED, &p));
+    EXPECT_RC(WL_OK, wl_pg_protocol_dialled_unix(p));
+    EXPECT_RC(WL_OK, wl_pg_protocol_start(p, &step));
+    step = feed_ok(p);
+    const char *unset[] = {"1", NULL, "f"};
+    step = feed_cells(p, 1, 3, unset, &rc);
+    EXPECT_RUN(p, step, WL_PG_KIND_ROLLBACK, "rollback", "ROLLBACK");
+    EXPECT_RC(WL_PG_SETTING, wl_pg_protocol_feed_rows(p, NULL, &step));
+    CHECK_CONTAINS(last_message(), "agentihooks.ledger_writer_version");
+    wl_pg_protocol_free(p);
+}
+
+static void test_pg_protocol_names_refused_writers(void) {
+    wl_pg_protocol *p = NULL;
+    wl_pg_step step = 99;
+    wl_result rc;
+    EXPECT_RC(WL_OK, wl_pg_protocol_write(NULL, WL_PG_TX_OPEN_UNUSED, &p));
+    EXPECT_RC(WL_OK, wl_pg_protocol_start(p, &step));
+    step = feed_ok(p);
+    const char *check[] = {"1", "1", "t"}; /* a refused writer's lock is held */
+    step = feed_cells(p, 1, 3, check, &rc);
+    EXPECT_RUN(p, step, WL_PG_KIND_REFUSED_WRITERS, "refused_writers", "SELECT ");
+    const char *refused[] = {"10.0.0.5", "4242", "0", "1", NULL, "17", "0", "1"};
+    step = feed_cells(p, 2, 4, refused, &rc);
+    CHECK(rc == WL_OK && step == WL_PG_STEP_GRANTED, "rc %s step %u: %s", wl_result_name((uint32_t)rc),
+          (unsigned)step, last_message());
+    wl_pg_write *w = NULL;
+    EXPECT_RC(WL_OK, wl_pg_protocol_granted(p, &w));
+    CHECK(wl_pg_write_refused_count(w) == 2, "refused %zu", wl_pg_write_refused_count(w));
+    wl_pg_refused_writer rw;
+    memset(&rw, 0, sizeof rw);
+    EXPECT_RC(WL_OK, wl_pg_write_refused(w, 0, &rw));
+    CHECK_STR(rw.writer, "10.0.0.5");
+    CHECK(rw.pid == 4242 && rw.version == 0 && rw.floor == 1, "pid %d version %lld floor %lld", rw.pid,
+          (long long)rw.version, (long long)rw.floor);
+    EXPECT_RC(WL_OK, wl_pg_write_refused(w, 1, &rw));
+    CHECK_STR(rw.writer, WL_PG_UNSEEN_CLIENT);
+    wl_strings *alerts = NULL;
+    EXPECT_RC(WL_OK, wl_pg_write_alerts(w, NULL, 0, &alerts));
+    CHECK(wl_strings_count(alerts) == 2, "%zu alerts", wl_strings_count(alerts));
+    CHECK_STR(wl_strings_get(alerts, 0),
+              "The ledger writer at 10.0.0.5 was refused: ledger writer version 0 is below version 1, "
+              "the oldest the shared database allows; update its code and restart it");
+    wl_strings_free(alerts);
+    wl_pg_write_free(w);
+    wl_pg_protocol_free(p);
+}
+
+static void test_pg_protocol_setup_ensure_and_end(void) {
+    wl_pg_protocol *p = NULL;
+    wl_pg_step step = 99;
+    wl_result rc;
+    EXPECT_RC(WL_OK, wl_pg_protocol_ensure(NULL, WL_PG_TX_IDLE, &p));
+    EXPECT_RC(WL_OK, wl_pg_protocol_start(p, &step));
+    EXPECT_RUN(p, step, WL_PG_KIND_BEGIN, "begin", "BEGIN");
+    step = feed_ok(p);
+    EXPECT_RUN(p, step, WL_PG_KIND_WRITER_LOCK, "writer_lock", LOCK_SQL);
+    step = feed_ok(p);
+    EXPECT_RUN(p, step, WL_PG_KIND_SETUP_LIMIT, "setup_limit", "SET LOCAL statement_timeout = 0");
+    step = feed_ok(p);
+    EXPECT_RUN(p, step, WL_PG_KIND_SCHEMA_CHECK, "schema_check", "");
+    const char *current[] = {"t", "f"}; /* current, writable */
+    step = feed_cells(p, 1, 2, current, &rc);
+    EXPECT_RUN(p, step, WL_PG_KIND_STORE_FLOOR, "store_floor", "");
+    step = feed_ok(p);
+    EXPECT_RUN(p, step, WL_PG_KIND_COMMIT, "commit", "COMMIT");
+    CHECK(!wl_pg_protocol_set_up(p), "set up before the commit");
+    step = feed_ok(p);
+    CHECK(step == WL_PG_STEP_DONE && wl_pg_protocol_set_up(p), "step %u set_up %d", (unsigned)step,
+          (int)wl_pg_protocol_set_up(p));
+    wl_pg_protocol_free(p);
+
+    /* The owner's set-up runs the program's schema first. */
+    p = NULL;
+    EXPECT_RC(WL_OK, wl_pg_protocol_setup(NULL, "CREATE TABLE notes (body text)", WL_PG_TX_OPEN_UNUSED, &p));
+    EXPECT_RC(WL_OK, wl_pg_protocol_start(p, &step));
+    EXPECT_RUN(p, step, WL_PG_KIND_WRITER_LOCK, "writer_lock", LOCK_SQL);
+    step = feed_ok(p);
+    step = feed_ok(p);
+    EXPECT_RUN(p, step, WL_PG_KIND_HOST_SCHEMA, "host_schema", "CREATE TABLE notes (body text)");
+    EXPECT_RC(WL_OK, wl_pg_protocol_feed_error(p, "42501", "permission denied for schema public", NULL,
+                                               NULL, false, &step));
+    EXPECT_RUN(p, step, WL_PG_KIND_ROLLBACK, "rollback", "ROLLBACK");
+    EXPECT_RC(WL_PG_DATABASE, wl_pg_protocol_feed_rows(p, NULL, &step));
+    CHECK_STR(last_message(), "permission denied for schema public");
+    wl_pg_protocol_free(p);
+
+    /* A commit after a failed statement can only roll back, and says so. */
+    p = NULL;
+    EXPECT_RC(WL_OK, wl_pg_protocol_end(true, true, &p));
+    EXPECT_RC(WL_OK, wl_pg_protocol_start(p, &step));
+    EXPECT_RUN(p, step, WL_PG_KIND_ROLLBACK, "rollback", "ROLLBACK");
+    EXPECT_RC(WL_PG_ROLLED_BACK, wl_pg_protocol_feed_rows(p, NULL, &step));
+    wl_pg_protocol_free(p);
+
+    /* A connection lost during COMMIT leaves the outcome unknown. */
+    p = NULL;
+    EXPECT_RC(WL_OK, wl_pg_protocol_end(true, false, &p));
+    EXPECT_RC(WL_OK, wl_pg_protocol_start(p, &step));
+    EXPECT_RC(WL_PG_OUTCOME_UNKNOWN,
+              wl_pg_protocol_feed_lost(p, "server closed the connection unexpectedly\n", &step));
+    CHECK(step == WL_PG_STEP_FAILED, "step %u", (unsigned)step);
+    CHECK_NOT_CONTAINS(last_message(), "rolled back");
+    wl_pg_protocol_free(p);
+
+    /* Lost before the lock: closed. */
+    p = NULL;
+    EXPECT_RC(WL_OK, wl_pg_protocol_write(NULL, WL_PG_TX_OPEN_UNUSED, &p));
+    EXPECT_RC(WL_OK, wl_pg_protocol_start(p, &step));
+    EXPECT_RC(WL_PG_CLOSED, wl_pg_protocol_feed_lost(p, "no connection to the server", &step));
+    wl_pg_protocol_free(p);
+}
+
+static void test_pg_protocol_misuse_is_refused_clearly(void) {
+    wl_pg_protocol *p = (wl_pg_protocol *)0x1;
+    wl_pg_step step = 99;
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_protocol_write(NULL, 7, &p));
+    CHECK(p == NULL, "*out not reset on failure");
+    CHECK_CONTAINS(last_message(), "7 is not WL_PG_TX_IDLE (0)");
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_protocol_write(NULL, WL_PG_TX_IDLE, NULL));
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_protocol_ensure(NULL, WL_PG_TX_IDLE, NULL));
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_protocol_end(true, false, NULL));
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_protocol_setup(NULL, "\xff", WL_PG_TX_IDLE, &p));
+    /* Settings that would refuse their own writes. */
+    wl_pg_settings *s = NULL;
+    EXPECT_RC(WL_OK, wl_pg_settings_new(&s));
+    EXPECT_RC(WL_OK, wl_pg_settings_set_required(s, 2));
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_protocol_write(s, WL_PG_TX_IDLE, &p));
+    wl_pg_settings_free(s);
+
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_protocol_start(NULL, &step));
+    CHECK(step == WL_PG_STEP_NONE, "step %u after a NULL protocol", (unsigned)step);
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_protocol_dialled_port(NULL, 5432));
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_protocol_dialled_unix(NULL));
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_protocol_feed_rows(NULL, NULL, &step));
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_protocol_feed_lost(NULL, "x", &step));
+    CHECK(wl_pg_protocol_sql(NULL) == NULL && wl_pg_protocol_kind(NULL) == WL_PG_KIND_NONE &&
+              wl_pg_protocol_kind_name(NULL) == NULL && !wl_pg_protocol_finished(NULL) &&
+              !wl_pg_protocol_set_up(NULL) && wl_pg_protocol_error(NULL) == NULL,
+          "accessors on NULL");
+    wl_pg_write *w = (wl_pg_write *)0x1;
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_protocol_granted(NULL, &w));
+    CHECK(w == NULL, "*out not reset on failure");
+    wl_pg_protocol_free(NULL);
+
+    p = NULL;
+    EXPECT_RC(WL_OK, wl_pg_protocol_write(NULL, WL_PG_TX_IDLE, &p));
+    EXPECT_RC(WL_STATE, wl_pg_protocol_feed_rows(p, NULL, &step));
+    CHECK(step == WL_PG_STEP_NONE, "step %u", (unsigned)step);
+    CHECK_CONTAINS(last_message(), "call wl_pg_protocol_start first");
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_protocol_start(p, NULL));
+    EXPECT_RC(WL_OK, wl_pg_protocol_start(p, &step));
+    EXPECT_RC(WL_STATE, wl_pg_protocol_start(p, &step));
+    CHECK(step == WL_PG_STEP_NONE, "step %u", (unsigned)step);
+    /* Bad replies leave the protocol where it was. */
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_protocol_feed_error(p, NULL, "m", NULL, NULL, false, &step));
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_protocol_feed_error(p, "55P03", NULL, NULL, NULL, false, &step));
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_protocol_feed_error(p, "55P03", "m", "\xfe", NULL, false, &step));
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_protocol_feed_lost(p, NULL, &step));
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_protocol_feed_rows(p, NULL, NULL));
+    CHECK(step == WL_PG_STEP_NONE, "step %u", (unsigned)step);
+    CHECK_STR(wl_pg_protocol_sql(p), "BEGIN");
+    EXPECT_RC(WL_STATE, wl_pg_protocol_granted(p, &w));
+    CHECK(wl_pg_protocol_error(p) == NULL, "an error while running");
+    wl_pg_protocol_free(p);
+
+    /* Fed after it finished: refused, not a crash, and nothing moves. */
+    p = NULL;
+    EXPECT_RC(WL_OK, wl_pg_protocol_end(false, false, &p));
+    EXPECT_RC(WL_OK, wl_pg_protocol_start(p, &step));
+    step = feed_ok(p);
+    CHECK(step == WL_PG_STEP_DONE, "step %u", (unsigned)step);
+    EXPECT_RC(WL_STATE, wl_pg_protocol_feed_rows(p, NULL, &step));
+    CHECK(step == WL_PG_STEP_NONE, "step %u", (unsigned)step);
+    CHECK_CONTAINS(last_message(), "the writer protocol has finished");
+    EXPECT_RC(WL_STATE, wl_pg_protocol_feed_error(p, "55P03", "m", NULL, NULL, false, &step));
+    EXPECT_RC(WL_STATE, wl_pg_protocol_feed_lost(p, "gone", &step));
+    wl_pg_protocol_free(p);
+
+    /* A transaction that already ran a statement: failed at the start. */
+    p = NULL;
+    EXPECT_RC(WL_OK, wl_pg_protocol_write(NULL, WL_PG_TX_OPEN_USED, &p));
+    EXPECT_RC(WL_STATE, wl_pg_protocol_start(p, &step));
+    CHECK(step == WL_PG_STEP_FAILED, "step %u", (unsigned)step);
+    CHECK_STR(last_message(), "cannot start a transaction within a transaction");
+    wl_pg_protocol_free(p);
+
+    /* Text rows. */
+    wl_pg_text_rows *rows = NULL;
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_text_rows_new(NULL));
+    EXPECT_RC(WL_OK, wl_pg_text_rows_new(&rows));
+    EXPECT_RC(WL_STATE, wl_pg_text_rows_add_cell(rows, "x"));
+    CHECK_CONTAINS(last_message(), "wl_pg_text_rows_add_row");
+    EXPECT_RC(WL_OK, wl_pg_text_rows_add_row(rows));
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_text_rows_add_cell(rows, "\xc3("));
+    EXPECT_RC(WL_OK, wl_pg_text_rows_add_cell(rows, NULL));
+    CHECK(wl_pg_text_rows_count(rows) == 1, "count %zu", wl_pg_text_rows_count(rows));
+    EXPECT_RC(WL_OK, wl_pg_text_rows_clear(rows));
+    CHECK(wl_pg_text_rows_count(rows) == 0 && wl_pg_text_rows_count(NULL) == 0, "clear");
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_text_rows_add_row(NULL));
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_text_rows_add_cell(NULL, "x"));
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_text_rows_clear(NULL));
+    wl_pg_text_rows_free(rows);
+    wl_pg_text_rows_free(NULL);
+}
+
+static void test_pg_settings_check_of_a_foreign_connection(void) {
+    char sql[2048];
+    size_t n = wl_pg_settings_check_sql(NULL, sql, sizeof sql);
+    CHECK(n == 0, "check_sql of NULL settings is %zu bytes", n);
+    wl_pg_settings *s = NULL;
+    EXPECT_RC(WL_OK, wl_pg_settings_new(&s));
+    n = wl_pg_settings_check_sql(s, sql, sizeof sql);
+    CHECK(n > 0 && n < sizeof sql, "check_sql is %zu bytes", n);
+    CHECK_CONTAINS(sql, "'lock_timeout'");
+    CHECK_CONTAINS(sql, "'agentihooks.ledger_writer_version'");
+    /* What the server answers when every startup setting took effect (base units). */
+    const char *in_effect[] = {
+        "lock_timeout", "10000", "10s", "f",
+        "idle_in_transaction_session_timeout", "15000", "15s", "f",
+        "statement_timeout", "60000", "1min", "f",
+        "agentihooks.ledger_writer_version", NULL, "1", "f",
+        "tcp_keepalives_idle", "30", "30", "f",
+        "tcp_keepalives_interval", "10", "10", "f",
+        "tcp_keepalives_count", "3", "3", "f",
+        "tcp_user_timeout", "60000", "1min", "f",
+    };
+    wl_pg_text_rows *rows = text_rows(8, 4, in_effect);
+    EXPECT_RC(WL_OK, wl_pg_settings_verify(s, rows));
+    wl_pg_text_rows_free(rows);
+    /* A pooler that dropped the options: the server's default lock_timeout of 0. */
+    in_effect[1] = "0";
+    rows = text_rows(8, 4, in_effect);
+    EXPECT_RC(WL_PG_SETTING, wl_pg_settings_verify(s, rows));
+    CHECK_CONTAINS(last_message(), "lock_timeout");
+    wl_pg_text_rows_free(rows);
+    rows = text_rows(0, 0, NULL);
+    EXPECT_RC(WL_PG_SETTING, wl_pg_settings_verify(NULL, rows));
+    wl_pg_text_rows_free(rows);
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_settings_verify(s, NULL));
+    wl_pg_settings_free(s);
+}
+
+/* ------------------------------------------------------------------------ */
 /* Postgres                                                                  */
 /* ------------------------------------------------------------------------ */
 
@@ -1721,6 +2191,13 @@ int main(int argc, char **argv) {
     RUN(test_held_turn_locks_the_lock_file, filter);
     RUN(test_queued_writer_waits_for_a_holder_outside_sqlite, filter);
     RUN(test_spawned_program_does_not_keep_a_dead_holders_turn, filter);
+    RUN(test_pg_protocol_granted_at_once_then_commit, filter);
+    RUN(test_pg_protocol_cancelled_waits_then_not_granted, filter);
+    RUN(test_pg_protocol_below_the_floor_is_refused, filter);
+    RUN(test_pg_protocol_names_refused_writers, filter);
+    RUN(test_pg_protocol_setup_ensure_and_end, filter);
+    RUN(test_pg_protocol_misuse_is_refused_clearly, filter);
+    RUN(test_pg_settings_check_of_a_foreign_connection, filter);
 
     admin_url = getenv("TEST_DATABASE_URL");
     if (admin_url && *admin_url) {

@@ -1,5 +1,6 @@
 //! The Postgres writer session: `wl_pg_settings`, `wl_pg_conn`,
-//! `wl_pg_pool` and `wl_pg_write`.
+//! `wl_pg_pool` and `wl_pg_write`; and, for a program with a connection of
+//! its own (libpq), `wl_pg_protocol` with `wl_pg_text_rows`.
 //!
 //! Every connection sends `lock_timeout=10s`,
 //! `idle_in_transaction_session_timeout=15s`, `statement_timeout=60s` and
@@ -20,7 +21,13 @@ mod write;
 
 mod pool;
 
+mod text_rows;
+
+mod protocol;
+
 pub use conn::*;
 pub use pool::*;
+pub use protocol::*;
 pub use settings::*;
+pub use text_rows::*;
 pub use write::*;

@@ -7,7 +7,7 @@ use std::time::Duration;
 use writerlock::pg::Settings;
 
 use crate::error::{wl_error, wl_result};
-use crate::ffi::{copy_out, invalid, put, run, seconds, try_mut, try_out, value};
+use crate::ffi::{copy_out, invalid, put, run, seconds, try_mut, try_out, try_ref, value};
 
 /// The settings of a Postgres writer session: time limits, writer version
 /// and floor, keepalives. Starts at the ledger spec's defaults (`lock_timeout`
@@ -320,5 +320,42 @@ pub extern "C" fn wl_pg_settings_startup_options(
             .map(|s| s.inner.startup_options())
             .unwrap_or_default();
         copy_out(&text, buf, len)
+    })
+}
+
+/// Copies the statement that reports how these settings' startup settings
+/// stand on a session into `buf`, like `wl_error_message`; returns its full
+/// length (0 for NULL). It has no parameters: run it on a connection of the
+/// program's own (libpq's `PQexec`) right after connecting, and pass its
+/// rows to `wl_pg_settings_verify`.
+#[no_mangle]
+pub extern "C" fn wl_pg_settings_check_sql(
+    settings: *const wl_pg_settings,
+    buf: *mut c_char,
+    len: usize,
+) -> usize {
+    value("wl_pg_settings_check_sql", 0, || {
+        let text = crate::ffi::deref("settings", settings)
+            .map(|s| s.inner.check_sql())
+            .unwrap_or_default();
+        copy_out(&text, buf, len)
+    })
+}
+
+/// Checks the rows `wl_pg_settings_check_sql`'s statement returned on a
+/// connection of the program's own: `WL_OK` when every startup setting of
+/// `settings` (NULL: the defaults) took effect, `WL_PG_SETTING` naming the
+/// first one that did not (a connection pooler that dropped the startup
+/// options, or a connection opened without them).
+#[no_mangle]
+pub extern "C" fn wl_pg_settings_verify(
+    settings: *const wl_pg_settings,
+    rows: *const super::text_rows::wl_pg_text_rows,
+) -> wl_result {
+    run("wl_pg_settings_verify", || {
+        let rows = try_ref!(rows);
+        let settings = settings_of(settings);
+        writerlock::pg::verify_checks(settings.read_checks(rows.values()))?;
+        Ok(())
     })
 }

@@ -13,13 +13,27 @@ use crate::strings::wl_strings;
 /// What a write transaction learned while it started: the waits for the
 /// writer lock, the stored floor and the refused writers still connected.
 ///
-/// Created by `wl_pg_write_begin`, freed with `wl_pg_write_free`. Freeing
-/// it does not end the transaction: end that with `wl_pg_commit` or
-/// `wl_pg_rollback`.
+/// Created by `wl_pg_write_begin` (or `wl_pg_protocol_granted`, for a
+/// write on the program's own connection), freed with `wl_pg_write_free`.
+/// Freeing it does not end the transaction: end that with `wl_pg_commit` or
+/// `wl_pg_rollback` (with `wl_pg_protocol_end` on the program's own
+/// connection).
 #[allow(non_camel_case_types)]
 pub struct wl_pg_write {
     start: WriteStart,
     writers: Vec<CString>,
+}
+
+impl wl_pg_write {
+    /// What a granted write learned, with the refused writers' names as C text.
+    pub(super) fn new(start: WriteStart) -> wl_pg_write {
+        let writers = start
+            .refused()
+            .iter()
+            .map(|w| c_string(&w.writer))
+            .collect();
+        wl_pg_write { start, writers }
+    }
 }
 
 /// A refused writer still connected to the database (see
@@ -77,12 +91,7 @@ pub extern "C" fn wl_pg_write_begin(
         let conn = try_ref!(conn);
         let start = conn.lock().begin_write()?;
         if !out.is_null() {
-            let writers = start
-                .refused()
-                .iter()
-                .map(|w| c_string(&w.writer))
-                .collect();
-            put(out, Box::into_raw(Box::new(wl_pg_write { start, writers })));
+            put(out, Box::into_raw(Box::new(wl_pg_write::new(start))));
         }
         Ok(())
     })
