@@ -55,7 +55,8 @@ use super::floor::{owner_step, SchemaCheck};
 use super::settings::{verify_checks, SettingStatus};
 use super::settings::{Settings, VERSION_SETTING};
 pub use super::sql::{
-    floor_check_sql, store_floor_sql, ANY_REFUSED_SQL, SETUP_LIMIT_SQL, WRITER_LOCK_SQL,
+    floor_check_sql, floor_check_sql_without_scan, store_floor_sql, ANY_REFUSED_SQL,
+    SETUP_LIMIT_SQL, WRITER_LOCK_SQL,
 };
 use super::sql::{
     refusal_lock_sql, refusal_lock_sql_if_direct, REFUSED_WRITERS_SQL, SCHEMA_CHECK_SQL, SCHEMA_SQL,
@@ -76,6 +77,9 @@ pub struct FloorCheck {
     /// The session's writer version as the server sees it (`None` when unset, which the
     /// floor trigger counts as version 0).
     pub session_version: Option<i64>,
+    /// Whether any refused writer's lock is held in this database (`true` when the check
+    /// did not scan, see [`floor_check_sql_without_scan`], or the answer is doubtful).
+    pub any_refused: bool,
     /// The refusal count (`None` on a database without the counter, or a doubtful
     /// answer): while it stays at a count where no refused writer was found, there is
     /// still none.
@@ -83,7 +87,8 @@ pub struct FloorCheck {
 }
 
 impl FloorCheck {
-    /// Reads the row of [`floor_check_sql`]. Integers may come as numbers or as text (a
+    /// Reads the row of [`floor_check_sql`] or [`floor_check_sql_without_scan`]. Integers
+    /// and booleans may come as numbers or as text (a
     /// driver that returns every column as text); a missing row or cell counts as no floor
     /// and an unknown refusal count, so the scan for refused writers is never skipped on a
     /// doubtful answer.
@@ -93,7 +98,8 @@ impl FloorCheck {
         FloorCheck {
             floor: cell(0).and_then(Value::read_i64),
             session_version: cell(1).and_then(version_of),
-            refusals: cell(2).and_then(Value::read_i64),
+            any_refused: cell(2).and_then(Value::read_bool).unwrap_or(true),
+            refusals: cell(3).and_then(Value::read_i64),
         }
     }
 
@@ -128,7 +134,8 @@ pub enum StatementKind {
     Begin,
     /// `SELECT pg_advisory_xact_lock(1279607879)`: one wait for the writer lock.
     WriterLock,
-    /// The floor check ([`floor_check_sql`]).
+    /// The floor check ([`floor_check_sql`], or [`floor_check_sql_without_scan`] when the
+    /// host passed a clean refusal count with [`Protocol::known_clean`]).
     FloorCheck,
     /// A write's start as one message of several statements (see
     /// [`Protocol::write_in_one_message`]): `BEGIN` when no transaction is open, the writer
@@ -138,8 +145,8 @@ pub enum StatementKind {
     /// The refusal lock ([`refusal_lock_sql`]).
     RefusalLock,
     /// Whether any refused writer's lock is held ([`ANY_REFUSED_SQL`], a scan of
-    /// `pg_locks`): asked only when the refusal count the floor check read is not the one
-    /// at which the host last found none (see [`Protocol::known_clean`]).
+    /// `pg_locks`): asked only of a host that passed a clean refusal count
+    /// ([`Protocol::known_clean`]) when the floor check read another one, or `NULL`.
     AnyRefused,
     /// The refused writers still connected ([`REFUSED_WRITERS_SQL`]).
     RefusedWriters,
@@ -432,9 +439,29 @@ impl Protocol {
     /// can have been added since (every refusal counts itself after taking its lock, and
     /// the count is read under the writer lock), so the write skips the scan of `pg_locks`
     /// ([`StatementKind::AnyRefused`]); when the count moved, or is `NULL`, it scans.
+    ///
+    /// Without a known count the floor check scans in the same statement, as on a host's
+    /// first write.
     pub fn known_clean(mut self, count: Option<i64>) -> Protocol {
         self.known_clean = count;
+        // A start already handed out in one message carries the floor check: write it again.
+        if let Some(Step::Run(first)) = &self.first {
+            if first.kind() == StatementKind::StartWrite {
+                let begin = first.opens_transaction();
+                self.attempt -= 1;
+                let again = self.start_write(begin);
+                self.first = Some(again);
+            }
+        }
         self
+    }
+
+    /// The floor check this write runs: without the scan when the host knows a clean count.
+    fn floor_check(&self) -> String {
+        match self.known_clean {
+            Some(_) => floor_check_sql_without_scan(),
+            None => floor_check_sql(),
+        }
     }
 
     fn new(goal: Goal, settings: &Settings, tx: TxState) -> Protocol {
@@ -590,7 +617,10 @@ impl Protocol {
         match kind {
             StatementKind::Begin => self.ask_lock(),
             StatementKind::WriterLock => match &self.goal {
-                Goal::Write => self.run(StatementKind::FloorCheck, floor_check_sql()),
+                Goal::Write => {
+                    let sql = self.floor_check();
+                    self.run(StatementKind::FloorCheck, sql)
+                }
                 Goal::Lock => self.grant(Vec::new(), None),
                 _ => self.run(StatementKind::SetupLimit, SETUP_LIMIT_SQL),
             },
@@ -618,6 +648,13 @@ impl Protocol {
                         expected: self.version.to_string(),
                         actual,
                     }))
+                } else if self.known_clean.is_none() {
+                    // The floor check scanned.
+                    if check.any_refused {
+                        self.run(StatementKind::RefusedWriters, REFUSED_WRITERS_SQL)
+                    } else {
+                        self.grant(Vec::new(), check.refusals)
+                    }
                 } else if check.refusals.is_some() && check.refusals == self.known_clean {
                     // No refusal since the host last found none: nothing to scan for.
                     self.grant(Vec::new(), check.refusals)
@@ -720,7 +757,7 @@ impl Protocol {
 
     fn start_write(&mut self, begin: bool) -> Step {
         self.attempt += 1;
-        let check = floor_check_sql();
+        let check = self.floor_check();
         let sql = if begin {
             format!("BEGIN; {WRITER_LOCK_SQL}; {check}")
         } else {
@@ -796,11 +833,23 @@ mod tests {
         (kinds, step)
     }
 
-    /// The floor check's row: the floor, the session's version and the refusal count.
+    /// The floor check's row: the floor, the session's version, no refused writer's lock
+    /// held (when the check scanned) and the refusal count.
     fn check_row(floor: Option<i64>, version: &str, refusals: Option<i64>) -> Reply {
         Reply::Rows(vec![vec![
             floor.map_or(Value::Null, Value::Int),
             Value::Text(version.to_string()),
+            Value::Bool(false),
+            refusals.map_or(Value::Null, Value::Int),
+        ]])
+    }
+
+    /// The floor check's row of a check that scanned and found a refused writer's lock.
+    fn check_row_held(floor: Option<i64>, refusals: Option<i64>) -> Reply {
+        Reply::Rows(vec![vec![
+            floor.map_or(Value::Null, Value::Int),
+            Value::Text("1".into()),
+            Value::Bool(true),
             refusals.map_or(Value::Null, Value::Int),
         ]])
     }
@@ -1124,20 +1173,29 @@ mod tests {
         };
         assert_eq!((scan.kind(), scan.sql()), (AnyRefused, ANY_REFUSED_SQL));
         assert!(scan.sql().contains("pg_locks") && scan.sql().contains("1280788050"));
-        // Nothing known yet (a host's first write): the same scan.
-        let (kinds, start) = shortcut(None, Some(8), vec![any_refused(false)]);
-        assert_eq!(kinds, [StatementKind::StartWrite, AnyRefused]);
+        // Nothing known yet (a host's first write): the floor check scans in the same
+        // statement, and the count comes back to keep.
+        let (kinds, start) = shortcut(None, Some(8), vec![]);
+        assert_eq!(kinds, [StatementKind::StartWrite]);
         assert_eq!(start.refusals_clean(), Some(8));
+        let (kinds, start) = drive(
+            Protocol::write_in_one_message(&Settings::new(), TxState::Idle),
+            vec![check_row_held(Some(1), Some(8)), Reply::ok()],
+        );
+        assert_eq!(kinds, [StatementKind::StartWrite, RefusedWriters]);
+        assert!(matches!(start, Step::Granted(s) if s.refusals_clean() == Some(8)));
     }
 
     #[test]
     fn a_null_refusal_count_always_scans() {
-        // No counter in the database (NULL): never clean, whatever the host knew.
-        for known in [None, Some(7)] {
-            let (kinds, start) = shortcut(known, None, vec![any_refused(false)]);
-            assert_eq!(kinds, [StatementKind::StartWrite, AnyRefused], "{known:?}");
-            assert_eq!(start.refusals_clean(), None);
-        }
+        // No counter in the database (NULL): never clean, whatever the host knew; the scan
+        // is a statement of its own after a check that did not scan.
+        let (kinds, start) = shortcut(Some(7), None, vec![any_refused(false)]);
+        assert_eq!(kinds, [StatementKind::StartWrite, AnyRefused]);
+        assert_eq!(start.refusals_clean(), None);
+        let (kinds, start) = shortcut(None, None, vec![]);
+        assert_eq!(kinds, [StatementKind::StartWrite]);
+        assert_eq!(start.refusals_clean(), None);
     }
 
     #[test]
@@ -1167,15 +1225,38 @@ mod tests {
 
     #[test]
     fn the_floor_check_reads_the_refusal_count_and_the_start_opens_a_transaction() {
-        let sql = floor_check_sql();
-        assert!(
-            sql.contains("pg_sequence_last_value(to_regclass('writer_refusals'))"),
-            "{sql}"
+        let count = "pg_sequence_last_value(to_regclass('writer_refusals'))";
+        let scanning = floor_check_sql();
+        assert!(scanning.contains(count) && scanning.contains("EXISTS (SELECT 1 FROM pg_locks"));
+        let counted = floor_check_sql_without_scan();
+        assert!(counted.contains(count), "{counted}");
+        assert!(!counted.contains("pg_locks"), "{counted}");
+        // A known clean count makes the start of the write the check without the scan.
+        let mut known =
+            Protocol::write_in_one_message(&Settings::new(), TxState::Idle).known_clean(Some(3));
+        let Step::Run(first) = known.start() else {
+            panic!()
+        };
+        assert!(first.sql().ends_with(&counted), "{}", first.sql());
+        assert!(first
+            .sql()
+            .starts_with("BEGIN; SELECT pg_advisory_xact_lock(1279607879); "));
+        let (kinds, step) = drive(
+            Protocol::write_in_one_message(&Settings::new(), TxState::Idle).known_clean(Some(3)),
+            vec![cancelled(), Reply::ok(), check_row(None, "1", Some(3))],
         );
-        assert!(
-            !sql.contains("pg_locks"),
-            "the scan is a statement of its own: {sql}"
+        assert_eq!(
+            kinds,
+            [
+                StatementKind::StartWrite,
+                Rollback,
+                StatementKind::StartWrite
+            ]
         );
+        assert!(matches!(step, Step::Granted(s) if s.waits() == 2));
+        let mut p = Protocol::write(&Settings::new(), TxState::OpenUnused).known_clean(Some(3));
+        p.start();
+        assert!(matches!(p.feed(Reply::ok()), Step::Run(s) if s.sql() == counted));
         let mut idle = Protocol::write_in_one_message(&Settings::new(), TxState::Idle);
         let Step::Run(first) = idle.start() else {
             panic!()
@@ -1212,6 +1293,7 @@ mod tests {
         let check = FloorCheck::read(&[vec![
             Value::Text("2".into()),
             Value::Text(" 1 ".into()),
+            Value::Text("f".into()),
             Value::Text("12".into()),
         ]]);
         assert_eq!(
@@ -1219,14 +1301,18 @@ mod tests {
             FloorCheck {
                 floor: Some(2),
                 session_version: Some(1),
+                any_refused: false,
                 refusals: Some(12)
             }
         );
         let doubtful = FloorCheck::read(&[]);
-        assert_eq!((doubtful.floor, doubtful.refusals), (None, None));
+        assert_eq!(
+            (doubtful.floor, doubtful.any_refused, doubtful.refusals),
+            (None, true, None)
+        );
         // A text answer to the scan reads too; a doubtful one counts as a lock held.
         let (kinds, _) = drive(
-            Protocol::write(&Settings::new(), TxState::OpenUnused),
+            Protocol::write(&Settings::new(), TxState::OpenUnused).known_clean(Some(0)),
             vec![
                 Reply::ok(),
                 check_row(None, "1", Some(1)),
@@ -1236,7 +1322,7 @@ mod tests {
         );
         assert_eq!(kinds, [WriterLock, FLOOR, AnyRefused, RefusedWriters]);
         let (kinds, _) = drive(
-            Protocol::write(&Settings::new(), TxState::OpenUnused),
+            Protocol::write(&Settings::new(), TxState::OpenUnused).known_clean(Some(0)),
             vec![
                 Reply::ok(),
                 check_row(None, "1", Some(1)),
@@ -1319,14 +1405,9 @@ mod tests {
         // Granted on the second attempt, the reply being the floor check's rows.
         let (kinds, step) = drive(
             Protocol::write_in_one_message(&Settings::new(), TxState::Idle),
-            vec![
-                cancelled(),
-                Reply::ok(),
-                check_row(Some(1), "1", Some(7)),
-                any_refused(false),
-            ],
+            vec![cancelled(), Reply::ok(), check_row(Some(1), "1", Some(7))],
         );
-        assert_eq!(kinds, [start, Rollback, start, AnyRefused]);
+        assert_eq!(kinds, [start, Rollback, start]);
         assert!(matches!(step, Step::Granted(s) if s.waits() == 2));
         // Below the floor: the refusal lock, the rollback, LW001.
         let (kinds, step) = drive(

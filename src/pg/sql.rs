@@ -158,26 +158,50 @@ pub const SETUP_LIMIT_SQL: &str = "SET LOCAL statement_timeout = 0";
 pub const STORE_FLOOR_SQL: &str = "INSERT INTO writer_floor (name, version) VALUES ('ledger', $1) \
      ON CONFLICT (name) DO UPDATE SET version = GREATEST(writer_floor.version, EXCLUDED.version)";
 
-/// The floor check, run under the writer lock: the stored floor (`NULL` when none), the
-/// session's writer version as the server sees it (`NULL` when unset), and the refusal count
-/// (`pg_sequence_last_value` of [`REFUSALS_SEQUENCE`], `NULL` on a database without the
-/// counter). Cheap to plan and run, so it travels with the lock in one message; the scan of
-/// `pg_locks` is a statement of its own ([`ANY_REFUSED_SQL`]), run only when the count moved
-/// since the host last found no refused writer.
+/// The floor check, run under the writer lock, for a host that knows no refusal count at
+/// which it found no refused writer (its first write): the stored floor (`NULL` when none),
+/// the session's writer version as the server sees it (`NULL` when unset), whether any
+/// refused writer's lock is held in this database (the scan of `pg_locks`,
+/// [`ANY_REFUSED_SQL`]'s), and the refusal count (`pg_sequence_last_value` of
+/// [`REFUSALS_SEQUENCE`], `NULL` on a database without the counter). One round trip; the
+/// join that names the refused writers runs only when one is held.
 pub fn floor_check_sql() -> String {
     format!(
         "SELECT (SELECT version FROM writer_floor WHERE name = '{FLOOR_NAME}'), \
          current_setting('{VERSION_SETTING}', true), \
+         EXISTS ({ANY_REFUSED_SCAN}), \
          pg_sequence_last_value(to_regclass('{REFUSALS_SEQUENCE}'))"
     )
 }
 
-/// Whether any refused writer's lock is held in this database: a scan of `pg_locks`,
-/// run under the writer lock only when the refusal count moved (or is unknown).
-pub const ANY_REFUSED_SQL: &str = "\
-SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' \
-AND classid = 1280788050 AND objsubid = 2 \
-AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))";
+/// The floor check for a host that knows the refusal count at which it last found no
+/// refused writer: the same four columns without the scan (the third is `NULL`, not
+/// asked). While the count stays, no refused writer can have appeared, so the scan of
+/// `pg_locks` ([`ANY_REFUSED_SQL`]) runs as a statement of its own only when the count
+/// moved or is `NULL`.
+pub fn floor_check_sql_without_scan() -> String {
+    format!(
+        "SELECT (SELECT version FROM writer_floor WHERE name = '{FLOOR_NAME}'), \
+         current_setting('{VERSION_SETTING}', true), \
+         NULL::boolean, \
+         pg_sequence_last_value(to_regclass('{REFUSALS_SEQUENCE}'))"
+    )
+}
+
+/// The refusal locks held in this database (the body of [`ANY_REFUSED_SQL`]'s `EXISTS`).
+macro_rules! any_refused_scan {
+    () => {
+        "SELECT 1 FROM pg_locks WHERE locktype = 'advisory' \
+         AND classid = 1280788050 AND objsubid = 2 \
+         AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+    };
+}
+
+const ANY_REFUSED_SCAN: &str = any_refused_scan!();
+
+/// Whether any refused writer's lock is held in this database: a scan of `pg_locks`, run
+/// under the writer lock when the refusal count moved since the host last found none.
+pub const ANY_REFUSED_SQL: &str = concat!("SELECT EXISTS (", any_refused_scan!(), ")");
 
 /// The floor-storing statement with the required floor written in: raises the stored floor,
 /// never lowers it.
