@@ -553,6 +553,31 @@ fn writers_behind_pgbouncer(mode: &str) -> Result<(), String> {
                 &[],
             )
             .expect("lower the floor by hand");
+
+        // The writer's version is checked on the session the write runs on, through the
+        // pooler too: a writer of version 2 whose pooled server sessions carry the role
+        // default 1 is not granted (the floor trigger would judge its writes as version 1).
+        let mut v2 = settings.clone();
+        v2.version(2);
+        let mut other = Connection::connect_unverified(&url, &v2).expect("through the pooler");
+        let err = other
+            .begin_write()
+            .expect_err("the pooled session carries version 1");
+        assert!(
+            matches!(
+                &err,
+                Error::SettingNotInEffect { setting, expected, actual }
+                    if setting == "agentihooks.ledger_writer_version"
+                        && expected == "2"
+                        && actual == "1"
+            ),
+            "{mode}: {err:?}"
+        );
+        assert!(
+            !other.in_transaction(),
+            "{mode}: the refused start was rolled back"
+        );
+        other.close().expect("close");
         drop(bouncer);
     }
     Ok(())
