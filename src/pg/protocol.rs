@@ -139,8 +139,9 @@ pub enum StatementKind {
     FloorCheck,
     /// A write's start as one message of several statements (see
     /// [`Protocol::write_in_one_message`]): `BEGIN` when no transaction is open, the writer
-    /// lock, and the floor check. Reply with the rows of its last statement, the floor
-    /// check; a cancelled lock wait is its error (the server skips the rest).
+    /// lock, and the floor check (none for [`Protocol::lock_in_one_message`]). Reply with
+    /// the rows of its last statement, the floor check; a cancelled lock wait is its error
+    /// (the server skips the rest).
     StartWrite,
     /// The refusal lock ([`refusal_lock_sql`]).
     RefusalLock,
@@ -520,6 +521,12 @@ impl Protocol {
         Protocol::new(Goal::Lock, settings, tx)
     }
 
+    /// The writer lock alone like [`Protocol::lock`], each attempt one
+    /// [`StatementKind::StartWrite`] of `BEGIN` (when no transaction is open) and the lock.
+    pub fn lock_in_one_message(settings: &Settings, tx: TxState) -> Protocol {
+        Protocol::with(Goal::Lock, settings, tx, true)
+    }
+
     /// The schema setup: the writer lock with its waits, `SET LOCAL statement_timeout = 0`,
     /// the host's `extra_sql` if any, the floor's schema, the stored floor raised to
     /// `settings`' required floor, and `COMMIT`. Ends with [`Step::Done`] or
@@ -624,6 +631,7 @@ impl Protocol {
                 Goal::Lock => self.grant(Vec::new(), None),
                 _ => self.run(StatementKind::SetupLimit, SETUP_LIMIT_SQL),
             },
+            StatementKind::StartWrite if self.goal == Goal::Lock => self.grant(Vec::new(), None),
             StatementKind::FloorCheck | StatementKind::StartWrite => {
                 let check = FloorCheck::read(&rows);
                 self.check = Some(check);
@@ -757,12 +765,15 @@ impl Protocol {
 
     fn start_write(&mut self, begin: bool) -> Step {
         self.attempt += 1;
-        let check = self.floor_check();
-        let sql = if begin {
-            format!("BEGIN; {WRITER_LOCK_SQL}; {check}")
-        } else {
-            format!("{WRITER_LOCK_SQL}; {check}")
-        };
+        let mut sql = String::new();
+        if begin {
+            sql.push_str("BEGIN; ");
+        }
+        sql.push_str(WRITER_LOCK_SQL);
+        if self.goal != Goal::Lock {
+            sql.push_str("; ");
+            sql.push_str(&self.floor_check());
+        }
         self.run(StatementKind::StartWrite, sql)
     }
 
@@ -1286,6 +1297,20 @@ mod tests {
         );
         assert_eq!(kinds, [Begin, WriterLock, Rollback, Begin, WriterLock]);
         assert!(matches!(step, Step::Granted(s) if s.waits() == 2 && s.floor().is_none()));
+        // In one message: BEGIN and the lock, nothing after it.
+        let mut p = Protocol::lock_in_one_message(&Settings::new(), TxState::Idle);
+        let Step::Run(first) = p.start() else {
+            panic!()
+        };
+        assert_eq!(first.sql(), format!("BEGIN; {WRITER_LOCK_SQL}"));
+        assert!(first.opens_transaction());
+        let (kinds, step) = drive(
+            Protocol::lock_in_one_message(&Settings::new(), TxState::OpenUnused),
+            vec![cancelled(), Reply::ok(), Reply::ok()],
+        );
+        let start = StatementKind::StartWrite;
+        assert_eq!(kinds, [start, Rollback, start]);
+        assert!(matches!(step, Step::Granted(s) if s.waits() == 2));
     }
 
     #[test]

@@ -84,12 +84,14 @@ impl Connection {
             kind => {
                 // BEGIN, when it leads the message, opens the transaction; the rest count
                 // as its statements.
+                let opens = statement.opens_transaction();
                 let statements = if kind == StatementKind::StartWrite {
-                    2
+                    let parts = statement.sql().split("; ").count() - usize::from(opens);
+                    u32::try_from(parts).unwrap_or(u32::MAX)
                 } else {
                     1
                 };
-                self.simple_rows(statement.sql(), statement.opens_transaction(), statements)
+                self.simple_rows(statement.sql(), opens, statements)
                     .map(|mut results| results.pop().unwrap_or_default())
             }
         };
@@ -107,7 +109,7 @@ impl Connection {
     /// statement, and with [`Error::LockNotGranted`] when every wait was cancelled (the
     /// transaction is then rolled back).
     pub fn lock_writer(&mut self) -> Result<u32, Error> {
-        let mut protocol = Protocol::lock(self.settings(), self.tx_state());
+        let mut protocol = Protocol::lock_in_one_message(self.settings(), self.tx_state());
         let start = self.drive(&mut protocol)?;
         Ok(start.map_or(1, |s| s.waits()))
     }
