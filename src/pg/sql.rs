@@ -72,8 +72,9 @@ END
 pub const FLOOR_CHECK_BODY: &str = floor_check_body!();
 
 /// The DDL of the setup after the host's own: minimal tables where missing, the floor table,
-/// the trigger function and the trigger. The owner's step ([`Protocol::setup`](super::protocol::Protocol::setup),
-/// `writerlock pg setup`): `CREATE OR REPLACE FUNCTION` needs the function's owner.
+/// the trigger function and the trigger. The owner's step
+/// ([`Protocol::setup`](super::protocol::Protocol::setup), `writerlock pg setup`):
+/// `CREATE OR REPLACE FUNCTION` needs the function's owner.
 pub const SCHEMA_SQL: &str = concat!(
     r#"
 DO $writerlock$
@@ -128,7 +129,8 @@ $writerlock$;
 "#
 );
 
-/// The schema check of the set-up that runs once per address per process ([`Protocol::ensure`](super::protocol::Protocol::ensure)): one catalog read, no DDL. Its
+/// The schema check of the set-up that runs once per address per process
+/// ([`Protocol::ensure`](super::protocol::Protocol::ensure)): one catalog read, no DDL. Its
 /// row says whether every object [`SCHEMA_SQL`] makes is there and current (the tables, the
 /// refusal counter counted once and usable by this role, the trigger function with this
 /// body, the trigger), and whether the transaction is read-only (a standby, or
