@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use pyo3::exceptions::{PyDeprecationWarning, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyDeprecationWarning, PyException, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyTuple, PyType};
@@ -26,6 +26,7 @@ use pyo3::types::{PyString, PyTuple, PyType};
 use libsqlite3_sys as ffi;
 use pyo3::sync::PyOnceLock;
 use writerlock::sqlite::shares_this_sqlite;
+use writerlock::transaction::{self, AfterCommit, Connection, Step};
 use writerlock::wait::Interrupt;
 use writerlock::{
     BusyKind, Error as WlError, SqliteFailure, SqliteHandle, SqliteSession, Strategy, Wait,
@@ -742,6 +743,70 @@ impl PyWriterQueue {
         let queue = &self.inner;
         py.detach(|| queue.release_ended(&session))
             .map_err(|e| session.raise(py, e))
+    }
+
+    /// Ends the transaction of `with queue.transaction(conn):` once the block is done
+    /// (`raised`: it raised), as the core decides (`writerlock::transaction`): nothing when
+    /// the block ended it through the queue; the turn given back when the block ended it
+    /// itself, with `sqlite3.ProgrammingError` when it closed the connection and did not
+    /// raise; otherwise `commit()` (a COMMIT SQLite refuses is rolled back, and its error
+    /// raised) or `rollback()`. Returns the note for the block's error when the rollback
+    /// failed too.
+    fn _end_transaction(
+        slf: &Bound<'_, Self>,
+        conn: &Bound<'_, PyAny>,
+        raised: bool,
+    ) -> PyResult<Option<String>> {
+        let py = slf.py();
+        let holding = slf.borrow().inner.holding();
+        let connection = if holding {
+            match conn.getattr(intern!(py, "in_transaction")) {
+                Ok(open) => Connection::from_in_transaction(Some(open.is_truthy()?)),
+                // The block closed the connection.
+                Err(err) if err.is_instance_of::<ProgrammingError>(py) => Connection::Closed,
+                Err(err) => return Err(err),
+            }
+        } else {
+            Connection::Unknown
+        };
+        match transaction::after_callback(raised, holding, connection) {
+            Step::Done => Ok(None),
+            Step::ReleaseEnded => {
+                slf.call_method1(intern!(py, "_release_ended"), (conn,))?;
+                Ok(None)
+            }
+            Step::ReleaseClosed => {
+                slf.call_method1(intern!(py, "_release_ended"), (conn,))?;
+                Err(ProgrammingError::new_err(transaction::closed_message(
+                    "queue.transaction()",
+                    "the block",
+                    "after the with block",
+                )))
+            }
+            Step::Commit => {
+                let Err(commit_error) = slf.call_method1(intern!(py, "commit"), (conn,)) else {
+                    return Ok(None);
+                };
+                let open = slf.borrow().inner.holding();
+                if transaction::after_failed_commit(connection, open, open, None)
+                    == AfterCommit::RollBack
+                {
+                    if let Err(err) = slf.call_method1(intern!(py, "rollback"), (conn,)) {
+                        if !err.is_instance_of::<PyException>(py) {
+                            return Err(err);
+                        }
+                    }
+                }
+                Err(commit_error)
+            }
+            Step::Rollback => match slf.call_method1(intern!(py, "rollback"), (conn,)) {
+                Ok(_) => Ok(None),
+                Err(err) if err.is_instance_of::<PyException>(py) => Ok(Some(
+                    transaction::rollback_failed_note(&err.value(py).str()?.to_cow()?),
+                )),
+                Err(err) => Err(err),
+            },
+        }
     }
 
     /// Runs one write statement in turn, waiting up to `wait` seconds (default 5, taken as

@@ -108,6 +108,7 @@ class WriterQueue:
     def rollback(self, conn: sqlite3.Connection) -> None:
         """Rolls back and gives the turn back."""
     def _release_ended(self, conn: sqlite3.Connection) -> bool: ...
+    def _end_transaction(self, conn: sqlite3.Connection, raised: bool) -> Optional[str]: ...
     def execute(
         self,
         conn: sqlite3.Connection,
