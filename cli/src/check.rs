@@ -64,8 +64,9 @@ pub const BEYOND_ONE_MACHINE: &str =
 /// The exit status when an item fails.
 pub const EXIT_FAILED_ITEM: u8 = 3;
 
-/// The driver's default transaction wait, in seconds.
-const DEFAULT_WAIT: f64 = 25.0;
+/// The driver's default transaction wait, in seconds: the core's
+/// [`writerlock::wait::TRANSACTION_WAIT`].
+const DEFAULT_WAIT: f64 = writerlock::wait::TRANSACTION_WAIT.as_secs_f64();
 
 /// The value releases before 6.0.15 shipped.
 const OLD_WAIT: f64 = 60.0;
@@ -513,7 +514,7 @@ fn transaction_wait(site: &Path, settings: &Settings, pools: &[PathBuf]) -> Item
     if waits.is_empty() {
         waits.push((
             DEFAULT_WAIT,
-            "25 (the driver's default; no setting found)".into(),
+            format!("{DEFAULT_WAIT} (the driver's default; no setting found)"),
         ));
     }
     let (wait, wait_from) =

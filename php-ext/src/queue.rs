@@ -30,7 +30,7 @@ use ext_php_rs::types::{ZendCallable, ZendObject, Zval};
 use ext_php_rs::zend::{ce, ClassEntry, ExecutorGlobals};
 use writerlock::lockfiles::{is_in_memory, lock_path};
 use writerlock::transaction::{self, AfterCommit, Connection, Step};
-use writerlock::wait::MIN_TRANSACTION_WAIT;
+use writerlock::wait::{self, MIN_TRANSACTION_WAIT};
 use writerlock::{BusyKind, Error, SqliteFailure, SqliteSession, Wait, WriterQueue};
 
 use crate::exceptions::{self, BusyDetails, Kind};
@@ -279,13 +279,14 @@ impl ext_php_rs::convert::StubLiteral for Seconds<'_> {
     }
 }
 
-/// The default wait of `begin()`, `transaction()` and `acquire()`: 25 s, the
-/// default of Exponential's `[DatabaseSettings] SQLiteTransactionWait`.
-const DEFAULT_WAIT: f64 = 25.0;
+/// The default wait of `begin()`, `transaction()` and `acquire()`: the core's
+/// [`wait::TRANSACTION_WAIT`] (25 s), the default of Exponential's
+/// `[DatabaseSettings] SQLiteTransactionWait`.
+const DEFAULT_WAIT: f64 = wait::TRANSACTION_WAIT.as_secs_f64();
 
-/// The default wait of `exec()`: 5 s, the default of Exponential's
-/// `[DatabaseSettings] SQLiteBusyTimeout` (5000 ms) and of Python's `execute()`.
-const DEFAULT_STATEMENT_WAIT: f64 = 5.0;
+/// The default wait of `exec()`: the core's [`wait::BUSY_TIMEOUT`] (5 s), the default of
+/// Exponential's `[DatabaseSettings] SQLiteBusyTimeout` (5000 ms) and of Python's `execute()`.
+const DEFAULT_STATEMENT_WAIT: f64 = wait::BUSY_TIMEOUT.as_secs_f64();
 
 /// What a busy message of `begin()` names by default: the argument its limit came from
 /// (Python names "the wait argument", C `wait_seconds of wl_queue_begin`). The queued

@@ -27,7 +27,7 @@ use libsqlite3_sys as ffi;
 use pyo3::sync::PyOnceLock;
 use writerlock::sqlite::shares_this_sqlite;
 use writerlock::transaction::{self, AfterCommit, Connection, Step};
-use writerlock::wait::Interrupt;
+use writerlock::wait::{self, Interrupt};
 use writerlock::{
     BusyKind, Error as WlError, SqliteFailure, SqliteHandle, SqliteSession, Strategy, Wait,
     WriterQueue,
@@ -700,7 +700,7 @@ impl PyWriterQueue {
     /// a connection the queue cannot drive; a signal handler's exception (Ctrl-C:
     /// `KeyboardInterrupt`) ends the wait. In every case the turn is not kept and nothing was
     /// written.
-    #[pyo3(signature = (conn, wait = 25.0, setting = None))]
+    #[pyo3(signature = (conn, wait = wait::TRANSACTION_WAIT.as_secs_f64(), setting = None))]
     fn begin(
         &self,
         py: Python<'_>,
@@ -856,7 +856,7 @@ impl PyWriterQueue {
     /// Takes the writer turn without starting a transaction, waiting up to `wait` seconds
     /// (at least 1), for code that runs its own `BEGIN IMMEDIATE`. Returns the seconds it
     /// waited. Give the turn back with `release()` once the transaction ended.
-    #[pyo3(signature = (wait = 25.0, setting = None))]
+    #[pyo3(signature = (wait = wait::TRANSACTION_WAIT.as_secs_f64(), setting = None))]
     fn acquire(&self, py: Python<'_>, wait: f64, setting: Option<String>) -> PyResult<f64> {
         let signals = Signals::default();
         let wait = signals.watch(py, transaction_wait(wait, setting)?);
@@ -941,7 +941,6 @@ impl PyWriterQueue {
 
 /// Adds the SQLite queue and its constants to the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    use writerlock::wait;
     m.add_class::<PyWriterQueue>()?;
     m.add("TRANSACTION_WAIT", wait::TRANSACTION_WAIT.as_secs_f64())?;
     m.add(
