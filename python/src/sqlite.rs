@@ -692,8 +692,8 @@ impl PyWriterQueue {
         cls.call((path,), Some(&kwargs))
     }
 
-    /// Waits up to `wait` seconds for the writer turn (a wait below 1 s is raised to 1 s),
-    /// sets the connection's busy timeout to the time left and runs `BEGIN IMMEDIATE`. End it
+    /// Waits up to `wait` seconds (by default `TRANSACTION_WAIT`, 25) for the writer turn (a
+    /// wait below 1 s is raised to 1 s), sets the connection's busy timeout to the time left and runs `BEGIN IMMEDIATE`. End it
     /// with `commit()` or `rollback()`, which put the connection's own busy timeout back.
     /// Raises `Busy` when the wait runs out (its message names `setting`, by default "the
     /// wait argument"), `NotStarted` when BEGIN fails, `NotAutocommit` or `WrongDatabase` for
@@ -854,7 +854,8 @@ impl PyWriterQueue {
     }
 
     /// Takes the writer turn without starting a transaction, waiting up to `wait` seconds
-    /// (at least 1), for code that runs its own `BEGIN IMMEDIATE`. Returns the seconds it
+    /// (at least 1; by default `TRANSACTION_WAIT`, 25), for code that runs its own
+    /// `BEGIN IMMEDIATE`. Returns the seconds it
     /// waited. Give the turn back with `release()` once the transaction ended.
     #[pyo3(signature = (wait = wait::TRANSACTION_WAIT.as_secs_f64(), setting = None))]
     fn acquire(&self, py: Python<'_>, wait: f64, setting: Option<String>) -> PyResult<f64> {
