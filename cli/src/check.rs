@@ -727,8 +727,8 @@ fn old_value(settings: &Settings) -> Item {
             result: Outcome::Fail,
             why: format!(
                 "SQLiteTransactionWait=60, the value releases before 6.0.15 shipped, is still \
-                 set at {}: lower it to 25 (or remove the line), keeping it below the request \
-                 timeout",
+                 set at {}: lower it to {DEFAULT_WAIT} (or remove the line), keeping it below \
+                 the request timeout",
                 old.join(", ")
             ),
             sources,
@@ -1310,6 +1310,16 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// The messages quote the core's default as the driver's setting is written: `25`.
+    #[test]
+    fn the_default_wait_is_quoted_as_a_whole_number() {
+        assert_eq!(format!("{DEFAULT_WAIT}"), "25");
+        assert_eq!(
+            DEFAULT_WAIT,
+            writerlock::wait::TRANSACTION_WAIT.as_secs_f64()
+        );
     }
 
     #[test]
