@@ -375,7 +375,7 @@ struct FloorReport {
 fn floor_table_exists(s: &mut Session) -> Result<bool, CliError> {
     let rows = s
         .conn
-        .execute("SELECT to_regclass('writer_floor') IS NOT NULL", &[])
+        .execute(writerlock::pg::floor::FLOOR_TABLE_SQL, &[])
         .map_err(|e| s.err(e))?;
     Ok(rows.first().and_then(|r| r.get(0)).and_then(Value::as_bool) == Some(true))
 }
