@@ -16,7 +16,8 @@
 //!   queue drives), [`holders`] (who holds a lock, from `/proc/locks`),
 //!   [`filesystem`] (whether `flock()` excludes every writer where the
 //!   database is), [`status`] (who holds and who waits now, for the status
-//!   commands).
+//!   commands), [`transaction`] (how the hosts' closure-style transaction
+//!   ends once its callback is done).
 //! * The **Postgres writer session** ([`pg`]): connections that carry time
 //!   limits, a writer lock taken as each write's first statement, and a
 //!   writer floor that refuses writes from old code.
@@ -35,6 +36,7 @@ pub mod queue;
 pub mod slice;
 pub mod sqlite;
 pub mod status;
+pub mod transaction;
 pub mod wait;
 
 pub use error::{

@@ -47,27 +47,13 @@ impl wl_pg_rows {
     }
 }
 
-/// A value in Postgres's text form; `None` for SQL NULL.
+/// A value in Postgres's text form (the core's [`Value::pg_text`]); `None` for SQL NULL.
+/// Floats keep their shortest form (`1`, not the core's `1.0`), as C has always read them.
 fn text_of(v: &Value) -> Option<String> {
-    Some(match v {
-        Value::Null => return None,
-        Value::Bool(b) => (if *b { "t" } else { "f" }).to_string(),
-        Value::Int(i) => i.to_string(),
-        Value::Float(f) => float_text(*f),
-        Value::Text(t) | Value::Numeric(t) => t.clone(),
-        Value::Bytes(b) => {
-            let mut s = String::with_capacity(2 + 2 * b.len());
-            s.push_str("\\x");
-            for byte in b {
-                s.push_str(&format!("{byte:02x}"));
-            }
-            s
-        }
-        Value::Json(j) => j.to_string(),
-        Value::Timestamp { micros, time_zone } => timestamp_text(*micros, *time_zone),
-        // Intervals, arrays, records and typed values: the core's text form.
-        other => other.pg_text()?,
-    })
+    match v {
+        Value::Float(f) => Some(float_text(*f)),
+        other => other.pg_text(),
+    }
 }
 
 fn float_text(v: f64) -> String {
@@ -78,29 +64,6 @@ fn float_text(v: f64) -> String {
     } else {
         v.to_string()
     }
-}
-
-/// A timestamp in the text form Postgres prints: `2024-05-01 12:00:00.25+00`.
-fn timestamp_text(micros: i64, time_zone: bool) -> String {
-    match micros {
-        i64::MAX => return "infinity".to_string(),
-        i64::MIN => return "-infinity".to_string(),
-        _ => {}
-    }
-    let (y, mo, d) = writerlock::calendar::civil_from_days(micros.div_euclid(86_400_000_000));
-    let rest = micros.rem_euclid(86_400_000_000);
-    let secs = rest / 1_000_000;
-    let frac = rest % 1_000_000;
-    let (h, mi, s) = (secs / 3600, (secs / 60) % 60, secs % 60);
-    let mut time = format!("{h:02}:{mi:02}:{s:02}");
-    if frac != 0 {
-        let f = format!("{frac:06}");
-        time.push('.');
-        time.push_str(f.trim_end_matches('0'));
-    }
-    let (year, bc) = if y <= 0 { (1 - y, " BC") } else { (y, "") };
-    let tz = if time_zone { "+00" } else { "" };
-    format!("{year:04}-{mo:02}-{d:02} {time}{tz}{bc}")
 }
 
 fn rows_ref<'a>(rows: *const wl_pg_rows) -> Option<&'a wl_pg_rows> {
@@ -186,10 +149,18 @@ mod tests {
             Some("\\x01ab")
         );
         assert_eq!(text_of(&Value::Null), None);
+        let timestamp = |micros, time_zone| text_of(&Value::Timestamp { micros, time_zone });
         assert_eq!(
-            timestamp_text(1_714_564_800_250_000, true),
-            "2024-05-01 12:00:00.25+00"
+            timestamp(1_714_564_800_250_000, true).as_deref(),
+            Some("2024-05-01 12:00:00.25+00")
         );
-        assert_eq!(timestamp_text(0, false), "1970-01-01 00:00:00");
+        assert_eq!(timestamp(0, false).as_deref(), Some("1970-01-01 00:00:00"));
+        // 1 January 1 BC, 00:00:00.000001.
+        assert_eq!(
+            timestamp(-62_167_219_200_000_000 + 1, true).as_deref(),
+            Some("0001-01-01 00:00:00.000001+00 BC")
+        );
+        assert_eq!(timestamp(i64::MAX, true).as_deref(), Some("infinity"));
+        assert_eq!(timestamp(i64::MIN, false).as_deref(), Some("-infinity"));
     }
 }

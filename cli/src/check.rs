@@ -64,8 +64,9 @@ pub const BEYOND_ONE_MACHINE: &str =
 /// The exit status when an item fails.
 pub const EXIT_FAILED_ITEM: u8 = 3;
 
-/// The driver's default transaction wait, in seconds.
-const DEFAULT_WAIT: f64 = 25.0;
+/// The driver's default transaction wait, in seconds: the core's
+/// [`writerlock::wait::TRANSACTION_WAIT`].
+const DEFAULT_WAIT: f64 = writerlock::wait::TRANSACTION_WAIT.as_secs_f64();
 
 /// The value releases before 6.0.15 shipped.
 const OLD_WAIT: f64 = 60.0;
@@ -513,7 +514,7 @@ fn transaction_wait(site: &Path, settings: &Settings, pools: &[PathBuf]) -> Item
     if waits.is_empty() {
         waits.push((
             DEFAULT_WAIT,
-            "25 (the driver's default; no setting found)".into(),
+            format!("{DEFAULT_WAIT} (the driver's default; no setting found)"),
         ));
     }
     let (wait, wait_from) =
@@ -726,8 +727,8 @@ fn old_value(settings: &Settings) -> Item {
             result: Outcome::Fail,
             why: format!(
                 "SQLiteTransactionWait=60, the value releases before 6.0.15 shipped, is still \
-                 set at {}: lower it to 25 (or remove the line), keeping it below the request \
-                 timeout",
+                 set at {}: lower it to {DEFAULT_WAIT} (or remove the line), keeping it below \
+                 the request timeout",
                 old.join(", ")
             ),
             sources,
@@ -1309,6 +1310,16 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// The messages quote the core's default as the driver's setting is written: `25`.
+    #[test]
+    fn the_default_wait_is_quoted_as_a_whole_number() {
+        assert_eq!(format!("{DEFAULT_WAIT}"), "25");
+        assert_eq!(
+            DEFAULT_WAIT,
+            writerlock::wait::TRANSACTION_WAIT.as_secs_f64()
+        );
     }
 
     #[test]

@@ -203,6 +203,11 @@ fn a_site_with_every_problem_fails_each_item_and_exits_3() {
         why("old-value-60")
     );
     assert!(
+        why("old-value-60").contains(": lower it to 25 (or remove the line), keeping it below"),
+        "{}",
+        why("old-value-60")
+    );
+    assert!(
         why("transaction-wait").contains("60 s"),
         "{}",
         why("transaction-wait")

@@ -29,7 +29,8 @@ use ext_php_rs::prelude::*;
 use ext_php_rs::types::{ZendCallable, ZendObject, Zval};
 use ext_php_rs::zend::{ce, ClassEntry, ExecutorGlobals};
 use writerlock::lockfiles::{is_in_memory, lock_path};
-use writerlock::wait::MIN_TRANSACTION_WAIT;
+use writerlock::transaction::{self, AfterCommit, Connection, Step};
+use writerlock::wait::{self, MIN_TRANSACTION_WAIT};
 use writerlock::{BusyKind, Error, SqliteFailure, SqliteSession, Wait, WriterQueue};
 
 use crate::exceptions::{self, BusyDetails, Kind};
@@ -278,13 +279,14 @@ impl ext_php_rs::convert::StubLiteral for Seconds<'_> {
     }
 }
 
-/// The default wait of `begin()`, `transaction()` and `acquire()`: 25 s, the
-/// default of Exponential's `[DatabaseSettings] SQLiteTransactionWait`.
-const DEFAULT_WAIT: f64 = 25.0;
+/// The default wait of `begin()`, `transaction()` and `acquire()`: the core's
+/// [`wait::TRANSACTION_WAIT`] (25 s), the default of Exponential's
+/// `[DatabaseSettings] SQLiteTransactionWait`.
+const DEFAULT_WAIT: f64 = wait::TRANSACTION_WAIT.as_secs_f64();
 
-/// The default wait of `exec()`: 5 s, the default of Exponential's
-/// `[DatabaseSettings] SQLiteBusyTimeout` (5000 ms) and of Python's `execute()`.
-const DEFAULT_STATEMENT_WAIT: f64 = 5.0;
+/// The default wait of `exec()`: the core's [`wait::BUSY_TIMEOUT`] (5 s), the default of
+/// Exponential's `[DatabaseSettings] SQLiteBusyTimeout` (5000 ms) and of Python's `execute()`.
+const DEFAULT_STATEMENT_WAIT: f64 = wait::BUSY_TIMEOUT.as_secs_f64();
 
 /// What a busy message of `begin()` names by default: the argument its limit came from
 /// (Python names "the wait argument", C `wait_seconds of wl_queue_begin`). The queued
@@ -522,71 +524,95 @@ impl Queue {
         // A throwable from $fn is taken back (PHP code cannot run with an
         // exception pending) and thrown again after the rollback.
         let thrown = ExecutorGlobals::take_exception();
-        match (result, thrown) {
-            (Ok(value), None) => {
-                if !self.mine() {
-                    // $fn ended the transaction itself, through this queue.
-                    self.settle();
-                    return Ok(value);
-                }
-                let session = PhpSqlite::new(object, kind);
-                match self.finish(object, &session, "COMMIT") {
-                    Ok(true) => Ok(value),
-                    Ok(false) => {
-                        let failure = session.last_failure_now();
-                        let _ = self.finish(object, &session, "ROLLBACK");
-                        if self.mine() {
-                            let _ = self.core.release();
-                            self.settle();
-                        }
-                        Err(exceptions::plain(
-                            Kind::Base,
-                            &format!(
-                                "COMMIT failed: {}; the transaction was rolled back, nothing was written",
-                                failure.message
-                            ),
-                            i64::from(failure.code),
-                        ))
-                    }
-                    // $fn ran COMMIT (or ROLLBACK) itself: SQLite has no
-                    // transaction left to commit, and the turn is back.
-                    Err(_) if !self.mine() && is_no_transaction(&session.last_failure_now()) => {
-                        Ok(value)
-                    }
-                    Err(e) => Err(e),
-                }
-            }
-            (_, thrown) => {
-                if self.mine() {
-                    let session = PhpSqlite::new(object, kind);
-                    if !matches!(self.finish(object, &session, "ROLLBACK"), Ok(true)) {
-                        // The connection refused the ROLLBACK: the turn goes
-                        // back anyway, and SQLite rolls back when the
-                        // connection closes.
+        let raised = !matches!((&result, &thrown), (Ok(_), None));
+        // PHP's SQLite3 and PDO cannot tell whether $fn ended the transaction without running
+        // a statement: the COMMIT's answer tells.
+        let step = transaction::after_callback(raised, self.mine(), Connection::Unknown);
+        let session = || PhpSqlite::new(object, kind);
+        match step {
+            // $fn ended the transaction itself, through this queue.
+            Step::Done if !raised => self.settle(),
+            Step::Done => {}
+            Step::Commit => match self.finish(object, &session(), "COMMIT") {
+                Ok(true) => {}
+                Ok(false) => {
+                    let session = session();
+                    let failure = session.last_failure_now();
+                    let _ = self.finish(object, &session, "ROLLBACK");
+                    if self.mine() {
                         let _ = self.core.release();
                         self.settle();
                     }
+                    return Err(exceptions::plain(
+                        Kind::Base,
+                        &transaction::commit_failed_message(&failure),
+                        i64::from(failure.code),
+                    ));
                 }
-                // Whatever the rollback itself may have left pending goes.
-                drop(ExecutorGlobals::take_exception());
-                match thrown {
-                    Some(exception) => match exception.into_zval(false) {
-                        Ok(zv) => Err(PhpException::from_message(String::new()).with_object(zv)),
-                        Err(_) => Err(PhpException::new(
-                            "the callback of WriterLock\\Queue::transaction() threw".into(),
-                            0,
-                            ce::error(),
-                        )),
-                    },
-                    None => Err(PhpException::new(
-                        "WriterLock\\Queue::transaction(): the callback could not be called; \
-                         the transaction was rolled back"
-                            .into(),
-                        0,
-                        ce::error(),
-                    )),
+                Err(e) => {
+                    let holding = self.mine();
+                    let failure = (!holding).then(|| session().last_failure_now());
+                    match transaction::after_failed_commit(
+                        Connection::Unknown,
+                        false,
+                        holding,
+                        failure.as_ref(),
+                    ) {
+                        // $fn ran COMMIT (or ROLLBACK) itself: SQLite has no transaction
+                        // left to commit, and the turn is back.
+                        AfterCommit::EndedByCallback => {}
+                        AfterCommit::RollBack | AfterCommit::Fail => return Err(e),
+                    }
+                }
+            },
+            Step::Rollback => {
+                if !matches!(self.finish(object, &session(), "ROLLBACK"), Ok(true)) {
+                    // The connection refused the ROLLBACK: the turn goes back anyway, and
+                    // SQLite rolls back when the connection closes.
+                    let _ = self.core.release();
+                    self.settle();
                 }
             }
+            // Not reached with an unknown connection state; handled as the core says.
+            step @ (Step::ReleaseEnded | Step::ReleaseClosed) => {
+                let _ = self.core.release_ended(&session());
+                self.settle();
+                if step == Step::ReleaseClosed {
+                    return Err(exceptions::plain(
+                        Kind::Base,
+                        &transaction::closed_message(
+                            "WriterLock\\Queue::transaction()",
+                            "the callback",
+                            "after transaction() returned",
+                        ),
+                        0,
+                    ));
+                }
+            }
+        }
+        if !raised {
+            if let Ok(value) = result {
+                return Ok(value);
+            }
+        }
+        // Whatever the rollback itself may have left pending goes.
+        drop(ExecutorGlobals::take_exception());
+        match thrown {
+            Some(exception) => match exception.into_zval(false) {
+                Ok(zv) => Err(PhpException::from_message(String::new()).with_object(zv)),
+                Err(_) => Err(PhpException::new(
+                    "the callback of WriterLock\\Queue::transaction() threw".into(),
+                    0,
+                    ce::error(),
+                )),
+            },
+            None => Err(PhpException::new(
+                "WriterLock\\Queue::transaction(): the callback could not be called; \
+                 the transaction was rolled back"
+                    .into(),
+                0,
+                ce::error(),
+            )),
         }
     }
 
@@ -951,17 +977,13 @@ impl Queue {
             // ROLLBACK found no transaction: SQLite ended it already, which
             // is what a rollback asks for.
             Err(Error::Sqlite { failure, .. })
-                if statement == "ROLLBACK" && is_no_transaction(&failure) =>
+                if statement == "ROLLBACK" && transaction::is_no_transaction(&failure) =>
             {
                 Ok(true)
             }
             Err(err) => Err(to_php(&err)),
         }
     }
-}
-
-fn is_no_transaction(failure: &SqliteFailure) -> bool {
-    failure.code != SQLITE_MISUSE && failure.message.contains("no transaction is active")
 }
 
 impl Drop for Queue {

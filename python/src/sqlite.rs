@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use pyo3::exceptions::{PyDeprecationWarning, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyDeprecationWarning, PyException, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyTuple, PyType};
@@ -26,7 +26,8 @@ use pyo3::types::{PyString, PyTuple, PyType};
 use libsqlite3_sys as ffi;
 use pyo3::sync::PyOnceLock;
 use writerlock::sqlite::shares_this_sqlite;
-use writerlock::wait::Interrupt;
+use writerlock::transaction::{self, AfterCommit, Connection, Step};
+use writerlock::wait::{self, Interrupt};
 use writerlock::{
     BusyKind, Error as WlError, SqliteFailure, SqliteHandle, SqliteSession, Strategy, Wait,
     WriterQueue,
@@ -691,15 +692,15 @@ impl PyWriterQueue {
         cls.call((path,), Some(&kwargs))
     }
 
-    /// Waits up to `wait` seconds for the writer turn (a wait below 1 s is raised to 1 s),
-    /// sets the connection's busy timeout to the time left and runs `BEGIN IMMEDIATE`. End it
+    /// Waits up to `wait` seconds (by default `TRANSACTION_WAIT`, 25) for the writer turn (a
+    /// wait below 1 s is raised to 1 s), sets the connection's busy timeout to the time left and runs `BEGIN IMMEDIATE`. End it
     /// with `commit()` or `rollback()`, which put the connection's own busy timeout back.
     /// Raises `Busy` when the wait runs out (its message names `setting`, by default "the
     /// wait argument"), `NotStarted` when BEGIN fails, `NotAutocommit` or `WrongDatabase` for
     /// a connection the queue cannot drive; a signal handler's exception (Ctrl-C:
     /// `KeyboardInterrupt`) ends the wait. In every case the turn is not kept and nothing was
     /// written.
-    #[pyo3(signature = (conn, wait = 25.0, setting = None))]
+    #[pyo3(signature = (conn, wait = wait::TRANSACTION_WAIT.as_secs_f64(), setting = None))]
     fn begin(
         &self,
         py: Python<'_>,
@@ -742,6 +743,70 @@ impl PyWriterQueue {
         let queue = &self.inner;
         py.detach(|| queue.release_ended(&session))
             .map_err(|e| session.raise(py, e))
+    }
+
+    /// Ends the transaction of `with queue.transaction(conn):` once the block is done
+    /// (`raised`: it raised), as the core decides (`writerlock::transaction`): nothing when
+    /// the block ended it through the queue; the turn given back when the block ended it
+    /// itself, with `sqlite3.ProgrammingError` when it closed the connection and did not
+    /// raise; otherwise `commit()` (a COMMIT SQLite refuses is rolled back, and its error
+    /// raised) or `rollback()`. Returns the note for the block's error when the rollback
+    /// failed too.
+    fn _end_transaction(
+        slf: &Bound<'_, Self>,
+        conn: &Bound<'_, PyAny>,
+        raised: bool,
+    ) -> PyResult<Option<String>> {
+        let py = slf.py();
+        let holding = slf.borrow().inner.holding();
+        let connection = if holding {
+            match conn.getattr(intern!(py, "in_transaction")) {
+                Ok(open) => Connection::from_in_transaction(Some(open.is_truthy()?)),
+                // The block closed the connection.
+                Err(err) if err.is_instance_of::<ProgrammingError>(py) => Connection::Closed,
+                Err(err) => return Err(err),
+            }
+        } else {
+            Connection::Unknown
+        };
+        match transaction::after_callback(raised, holding, connection) {
+            Step::Done => Ok(None),
+            Step::ReleaseEnded => {
+                slf.call_method1(intern!(py, "_release_ended"), (conn,))?;
+                Ok(None)
+            }
+            Step::ReleaseClosed => {
+                slf.call_method1(intern!(py, "_release_ended"), (conn,))?;
+                Err(ProgrammingError::new_err(transaction::closed_message(
+                    "queue.transaction()",
+                    "the block",
+                    "after the with block",
+                )))
+            }
+            Step::Commit => {
+                let Err(commit_error) = slf.call_method1(intern!(py, "commit"), (conn,)) else {
+                    return Ok(None);
+                };
+                let open = slf.borrow().inner.holding();
+                if transaction::after_failed_commit(connection, open, open, None)
+                    == AfterCommit::RollBack
+                {
+                    if let Err(err) = slf.call_method1(intern!(py, "rollback"), (conn,)) {
+                        if !err.is_instance_of::<PyException>(py) {
+                            return Err(err);
+                        }
+                    }
+                }
+                Err(commit_error)
+            }
+            Step::Rollback => match slf.call_method1(intern!(py, "rollback"), (conn,)) {
+                Ok(_) => Ok(None),
+                Err(err) if err.is_instance_of::<PyException>(py) => Ok(Some(
+                    transaction::rollback_failed_note(&err.value(py).str()?.to_cow()?),
+                )),
+                Err(err) => Err(err),
+            },
+        }
     }
 
     /// Runs one write statement in turn, waiting up to `wait` seconds (default 5, taken as
@@ -789,9 +854,10 @@ impl PyWriterQueue {
     }
 
     /// Takes the writer turn without starting a transaction, waiting up to `wait` seconds
-    /// (at least 1), for code that runs its own `BEGIN IMMEDIATE`. Returns the seconds it
+    /// (at least 1; by default `TRANSACTION_WAIT`, 25), for code that runs its own
+    /// `BEGIN IMMEDIATE`. Returns the seconds it
     /// waited. Give the turn back with `release()` once the transaction ended.
-    #[pyo3(signature = (wait = 25.0, setting = None))]
+    #[pyo3(signature = (wait = wait::TRANSACTION_WAIT.as_secs_f64(), setting = None))]
     fn acquire(&self, py: Python<'_>, wait: f64, setting: Option<String>) -> PyResult<f64> {
         let signals = Signals::default();
         let wait = signals.watch(py, transaction_wait(wait, setting)?);
@@ -876,7 +942,6 @@ impl PyWriterQueue {
 
 /// Adds the SQLite queue and its constants to the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    use writerlock::wait;
     m.add_class::<PyWriterQueue>()?;
     m.add("TRANSACTION_WAIT", wait::TRANSACTION_WAIT.as_secs_f64())?;
     m.add(

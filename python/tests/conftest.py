@@ -21,7 +21,7 @@ import sys
 import time
 import urllib.parse
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import pytest
 
@@ -236,3 +236,73 @@ def backend_alive(admin, pid: int) -> bool:  # type: ignore[no-untyped-def]
 def generation(conn, slug: str = "main") -> Optional[int]:  # type: ignore[no-untyped-def]
     row = conn.execute("SELECT generation FROM ledgers WHERE slug = ?", (slug,)).fetchone()
     return None if row is None else row[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# The user's own psycopg connections (psycopg 3 in and out of autocommit, psycopg2), opened
+# with the writer session's settings, and what the tests read of them. Imported on first use,
+# so that the SQLite tests never load a Postgres driver.
+
+
+def psycopg3(url: str, **settings: Any) -> Any:
+    """A psycopg 3 connection (not in autocommit) with ``postgres.session_options(**settings)``."""
+    import psycopg
+
+    from writerlock import postgres
+
+    return psycopg.connect(url, **postgres.session_options(**settings))
+
+
+def psycopg3_autocommit(url: str, **settings: Any) -> Any:
+    """A psycopg 3 connection in autocommit with ``postgres.session_options(**settings)``."""
+    import psycopg
+
+    from writerlock import postgres
+
+    return psycopg.connect(url, autocommit=True, **postgres.session_options(**settings))
+
+
+def psycopg2_connection(url: str, **settings: Any) -> Any:
+    """A psycopg2 connection with ``postgres.session_options(**settings)``."""
+    import psycopg2
+
+    from writerlock import postgres
+
+    return psycopg2.connect(url, **postgres.session_options(**settings))
+
+
+#: The drivers a writer test runs on, by the name its parameter shows.
+DRIVERS: Dict[str, Callable[..., Any]] = {
+    "psycopg3": psycopg3,
+    "psycopg3_autocommit": psycopg3_autocommit,
+    "psycopg2": psycopg2_connection,
+}
+
+
+def backend_pid(conn: Any) -> int:
+    """The server process of a native ``postgres.Connection``, a psycopg 3 or a psycopg2
+    connection."""
+    import psycopg
+
+    from writerlock import postgres
+
+    if isinstance(conn, postgres.Connection):
+        return conn.pid
+    if isinstance(conn, psycopg.Connection):
+        return int(conn.info.backend_pid)
+    return int(conn.get_backend_pid())
+
+
+def in_transaction(conn: Any) -> bool:
+    """Whether the session of a native ``postgres.Connection``, a psycopg 3 or a psycopg2
+    connection is inside a transaction (or a failed one), as its driver tracks it."""
+    import psycopg
+    import psycopg2.extensions
+
+    from writerlock import postgres
+
+    if isinstance(conn, postgres.Connection):
+        return conn.in_transaction
+    if isinstance(conn, psycopg.Connection):
+        return bool(conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE)
+    return bool(conn.get_transaction_status() != psycopg2.extensions.TRANSACTION_STATUS_IDLE)

@@ -19,9 +19,9 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 import psycopg
-import psycopg2
 import pytest
 
+from conftest import DRIVERS, backend_pid, in_transaction
 from writerlock import postgres
 
 WRITER_LOCK = 1279607879
@@ -29,14 +29,6 @@ WRITER_LOCK = 1279607879
 
 def _plain(pg_db) -> psycopg.Connection:  # type: ignore[no-untyped-def]
     return psycopg.connect(pg_db.url, autocommit=True)
-
-
-def _pid(conn: Any) -> int:
-    if isinstance(conn, postgres.Connection):
-        return conn.pid
-    if isinstance(conn, psycopg.Connection):
-        return conn.info.backend_pid
-    return conn.get_backend_pid()
 
 
 class LockWaitWatcher:
@@ -94,28 +86,11 @@ def _hold_the_writer_lock(pg_db) -> postgres.Connection:  # type: ignore[no-unty
     return holder
 
 
-def _psycopg3(url: str, **settings: Any) -> Any:
-    return psycopg.connect(url, **postgres.session_options(**settings))
-
-
-def _psycopg3_autocommit(url: str, **settings: Any) -> Any:
-    return psycopg.connect(url, autocommit=True, **postgres.session_options(**settings))
-
-
-def _psycopg2(url: str, **settings: Any) -> Any:
-    return psycopg2.connect(url, **postgres.session_options(**settings))
-
-
 def _native(url: str, **settings: Any) -> Any:
     return postgres.connect(url, **settings)
 
 
-CONNECTIONS: Dict[str, Callable[..., Any]] = {
-    "native": _native,
-    "psycopg3": _psycopg3,
-    "psycopg3_autocommit": _psycopg3_autocommit,
-    "psycopg2": _psycopg2,
-}
+CONNECTIONS: Dict[str, Callable[..., Any]] = {"native": _native, **DRIVERS}
 
 
 def _write(conn: Any, **settings: Any) -> Any:
@@ -144,7 +119,7 @@ def _attempt_write(conn: Any, url: str, cancel: bool, **settings: Any) -> Tuple[
     """Tries a write while a watcher samples its lock waits; returns the error, when it came,
     the waits the server showed and when the watcher cancelled."""
     caught: Optional[BaseException] = None
-    with LockWaitWatcher(url, _pid(conn), cancel) as watcher:
+    with LockWaitWatcher(url, backend_pid(conn), cancel) as watcher:
         try:
             with _write(conn, **settings) as w:
                 w.execute("UPDATE ledgers SET generation = generation + 1 WHERE slug = 'main'")
@@ -159,14 +134,6 @@ def _sqlstate(err: BaseException) -> Optional[str]:
     return getattr(err, "sqlstate", None) or getattr(err, "pgcode", None)
 
 
-def _in_transaction(conn: Any) -> bool:
-    if isinstance(conn, postgres.Connection):
-        return conn.in_transaction
-    if isinstance(conn, psycopg.Connection):
-        return conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
-    return conn.get_transaction_status() != psycopg2.extensions.TRANSACTION_STATUS_IDLE
-
-
 def test_a_cancelled_lock_wait_is_reported_not_retried(open_conn, pg_db) -> None:  # type: ignore[no-untyped-def]
     holder = _hold_the_writer_lock(pg_db)
     conn = open_conn(lock_wait=3.0)
@@ -179,7 +146,7 @@ def test_a_cancelled_lock_wait_is_reported_not_retried(open_conn, pg_db) -> None
     assert str(err) == "canceling statement due to user request"
     # Asked again, the writer would wait another lock_timeout (3 s) before any answer.
     assert ended - cancelled_at < 3.0
-    assert not _in_transaction(conn)
+    assert not in_transaction(conn)
     holder.rollback()
     with _write(conn, lock_wait=3.0) as w:  # granted at once now
         assert w.waits == 1
@@ -198,7 +165,7 @@ def test_a_statement_timeout_during_the_lock_wait_is_reported_not_retried(open_c
     assert str(err) == "canceling statement due to statement timeout"
     # One statement limit (0.8 s), well before the first lock_timeout (3 s).
     assert 0.8 <= took < 3.0, took
-    assert not _in_transaction(conn)
+    assert not in_transaction(conn)
 
 
 def _try_writer_lock(plain: psycopg.Connection) -> bool:
@@ -224,10 +191,10 @@ def test_a_write_left_by_an_exception_rolls_back_on_the_server(open_conn, pg_db)
             w.execute("INSERT INTO row_changes (slug, generation, row_key) VALUES ('main', 1, 'dropped')")
             w.execute("UPDATE ledgers SET generation = generation + 1 WHERE slug = 'main'")
             raise Oops()
-    state = plain.execute("SELECT state FROM pg_stat_activity WHERE pid = %s", (_pid(conn),)).fetchone()
+    state = plain.execute("SELECT state FROM pg_stat_activity WHERE pid = %s", (backend_pid(conn),)).fetchone()
     assert state == ("idle",), state
     assert _try_writer_lock(plain), "the writer lock is still held after the failed write"
-    assert not _in_transaction(conn)
+    assert not in_transaction(conn)
     assert plain.execute("SELECT count(*) FROM rows").fetchone() == (0,)
     assert plain.execute("SELECT generation FROM ledgers").fetchone() == (0,)
 

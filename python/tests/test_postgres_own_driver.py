@@ -14,7 +14,7 @@ import psycopg2
 import psycopg_pool
 import pytest
 
-from conftest import backend_alive, generation, wait_until
+from conftest import DRIVERS, backend_alive, backend_pid, generation, in_transaction, wait_until
 from writerlock import postgres
 
 REFUSAL_1_2 = (
@@ -25,25 +25,6 @@ REFUSAL_0_1 = (
     "ledger writer version 0 is below version 1, the oldest the shared database allows; "
     "update its code and restart it"
 )
-
-
-def _psycopg3(url: str, **settings):  # type: ignore[no-untyped-def]
-    return psycopg.connect(url, **postgres.session_options(**settings))
-
-
-def _psycopg3_autocommit(url: str, **settings):  # type: ignore[no-untyped-def]
-    return psycopg.connect(url, autocommit=True, **postgres.session_options(**settings))
-
-
-def _psycopg2(url: str, **settings):  # type: ignore[no-untyped-def]
-    return psycopg2.connect(url, **postgres.session_options(**settings))
-
-
-DRIVERS = {
-    "psycopg3": _psycopg3,
-    "psycopg3_autocommit": _psycopg3_autocommit,
-    "psycopg2": _psycopg2,
-}
 
 
 @pytest.fixture(params=sorted(DRIVERS))
@@ -63,15 +44,7 @@ def open_driver(request, pg_db):  # type: ignore[no-untyped-def]
 
 
 def _idle(conn) -> bool:  # type: ignore[no-untyped-def]
-    if isinstance(conn, psycopg.Connection):
-        return conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
-    return conn.get_transaction_status() == psycopg2.extensions.TRANSACTION_STATUS_IDLE
-
-
-def _pid(conn) -> int:  # type: ignore[no-untyped-def]
-    if isinstance(conn, psycopg.Connection):
-        return conn.info.backend_pid
-    return conn.get_backend_pid()
+    return not in_transaction(conn)
 
 
 def _ledger(pg_db):  # type: ignore[no-untyped-def]
@@ -263,7 +236,7 @@ def test_refusal_is_lw001_with_the_refusal_lock_and_an_alert_for_the_next_writer
     newer = open_driver(version=2, required=2)
     with postgres.write(newer, "main", version=2, required=2) as w:
         assert [(r.writer, r.pid, r.version, r.floor) for r in w.refused] == [
-            ("127.0.0.1", _pid(conn), 1, 2)
+            ("127.0.0.1", backend_pid(conn), 1, 2)
         ]
         assert w.alerts == [expected]
         w.execute("UPDATE ledgers SET generation = generation + 1 WHERE slug = 'main'")
@@ -279,7 +252,7 @@ def test_refusal_is_lw001_with_the_refusal_lock_and_an_alert_for_the_next_writer
         assert w.alerts == [expected]
 
     # The refused-writers and floor queries run on a driver's connection too.
-    assert [r.pid for r in postgres.refused_writers(newer)] == [_pid(conn)]
+    assert [r.pid for r in postgres.refused_writers(newer)] == [backend_pid(conn)]
     assert postgres.stored_floor(newer) == 2 and _idle(newer)
     conn.close()  # once the refused writer disconnects, no alert any more
     assert wait_until(lambda: postgres.refused_writers(newer) == [])
@@ -330,7 +303,7 @@ def test_a_session_the_server_ends_inside_the_block_is_reported_for_what_it_is(o
     with pytest.raises(postgres.OperationalError) as info:
         with postgres.write(conn, "main", idle_in_transaction=1.0) as w:
             w.execute("UPDATE ledgers SET generation = generation + 1 WHERE slug = 'main'")
-            pid = _pid(conn)
+            pid = backend_pid(conn)
             # Idle inside the transaction until the server ends the session.
             assert wait_until(lambda: not backend_alive(native, pid), timeout=20.0, interval=0.05)
     err = info.value

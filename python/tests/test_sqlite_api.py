@@ -279,6 +279,26 @@ def test_a_block_that_commits_itself_gets_no_false_error(db: str) -> None:
     assert count(db) == 3 and not q.holding and not lock_is_held(db)
 
 
+def test_a_commit_sqlite_refuses_is_rolled_back_and_its_error_raised(tmp_path: Path) -> None:
+    path = str(tmp_path / "fk.db")
+    conn = connect(path)
+    conn.executescript(
+        "CREATE TABLE p (id INTEGER PRIMARY KEY);"
+        "CREATE TABLE c (pid INTEGER REFERENCES p(id) DEFERRABLE INITIALLY DEFERRED);"
+    )
+    conn.execute("PRAGMA foreign_keys = ON")
+    q = writerlock.WriterQueue(path)
+    with pytest.raises(sqlite3.IntegrityError, match="FOREIGN KEY constraint failed"):
+        with q.transaction(conn):
+            conn.execute("INSERT INTO c VALUES (7)")  # checked at COMMIT, which SQLite refuses
+    assert not q.holding and not conn.in_transaction and not lock_is_held(path)
+    assert conn.execute("SELECT count(*) FROM c").fetchone()[0] == 0
+    with q.transaction(conn):  # the queue is free for the next transaction
+        conn.execute("INSERT INTO p VALUES (7)")
+        conn.execute("INSERT INTO c VALUES (7)")
+    assert conn.execute("SELECT count(*) FROM c").fetchone()[0] == 1 and not q.holding
+
+
 # ---------------------------------------------------------------------------------------------
 # Docstrings
 

@@ -21,7 +21,6 @@ Postgres: :mod:`writerlock.postgres`, the writer session of the shared ledger da
 
 from __future__ import annotations
 
-import contextlib
 import sqlite3
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Optional, Type
@@ -151,36 +150,11 @@ class QueuedTransaction:
         exc: Optional[BaseException],
         tb: Optional[TracebackType],
     ) -> Literal[False]:
-        queue, conn = self._queue, self._conn
-        if not queue.holding:  # queue.commit() or rollback() inside the block
-            return False
-        try:
-            open_transaction = conn.in_transaction
-        except sqlite3.ProgrammingError:  # the block closed the connection
-            open_transaction = None
-        if not open_transaction:
-            # The block ended the transaction itself: nothing is left to commit or roll back.
-            queue._release_ended(conn)
-            if open_transaction is None and exc is None:
-                raise sqlite3.ProgrammingError(
-                    "the connection was closed inside queue.transaction(), so its open "
-                    "transaction was rolled back unless the block committed it; the writer "
-                    "turn was given back. Close the connection after the with block"
-                )
-            return False
-        if exc is None:
-            try:
-                queue.commit(conn)
-            except BaseException:
-                if queue.holding:
-                    with contextlib.suppress(Exception):
-                        queue.rollback(conn)
-                raise
-        else:
-            try:
-                queue.rollback(conn)
-            except Exception as rollback_error:  # keep the block's own error
-                _note(exc, f"writerlock: the rollback failed too: {rollback_error}")
+        # The core decides (commit, roll back, or give back the turn of a transaction the
+        # block ended itself) and says what is reported.
+        note = self._queue._end_transaction(self._conn, exc is not None)
+        if note is not None and exc is not None:
+            _note(exc, note)
         return False
 
 

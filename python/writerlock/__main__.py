@@ -17,7 +17,7 @@ import tempfile
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
-from . import WriterQueue, __version__, _native
+from . import TRANSACTION_WAIT, WriterQueue, __version__, _native
 
 
 def status(path: str) -> Dict[str, Any]:
@@ -95,7 +95,7 @@ def _publish_all(path: str, mode: str, writes: int, hold: float, busy_ms: int) -
         error = None
         try:
             if mode == "queue":
-                with queue.transaction(conn, wait=25.0):
+                with queue.transaction(conn, wait=TRANSACTION_WAIT):
                     _work(conn, hold)
             else:
                 conn.execute("BEGIN" if mode == "plain" else "BEGIN IMMEDIATE")

@@ -100,14 +100,16 @@ class WriterQueue:
     @classmethod
     def for_connection(cls, conn: sqlite3.Connection, *, strategy: _Strategy = "handoff") -> Self:
         """A queue for the connection's own main database file."""
-    def begin(self, conn: sqlite3.Connection, wait: float = 25.0, setting: Optional[str] = None) -> None:
-        """Waits up to ``wait`` seconds (at least 1) for the turn, then BEGIN IMMEDIATE. Raises
+    def begin(self, conn: sqlite3.Connection, wait: float = ..., setting: Optional[str] = None) -> None:
+        """Waits up to ``wait`` seconds (at least 1; by default TRANSACTION_WAIT, 25) for the
+        turn, then BEGIN IMMEDIATE. Raises
         Busy, NotStarted, NotAutocommit, WrongDatabase."""
     def commit(self, conn: sqlite3.Connection) -> None:
         """Commits and gives the turn back."""
     def rollback(self, conn: sqlite3.Connection) -> None:
         """Rolls back and gives the turn back."""
     def _release_ended(self, conn: sqlite3.Connection) -> bool: ...
+    def _end_transaction(self, conn: sqlite3.Connection, raised: bool) -> Optional[str]: ...
     def execute(
         self,
         conn: sqlite3.Connection,
@@ -120,9 +122,10 @@ class WriterQueue:
     ) -> sqlite3.Cursor:
         """One write statement in turn (reads and statements inside a transaction run at
         once); returns its cursor. ``busy_timeout`` is the deprecated name of ``wait``."""
-    def acquire(self, wait: float = 25.0, setting: Optional[str] = None) -> float:
-        """Takes the writer turn alone (for code that runs its own BEGIN IMMEDIATE); returns
-        the seconds it waited."""
+    def acquire(self, wait: float = ..., setting: Optional[str] = None) -> float:
+        """Takes the writer turn alone (for code that runs its own BEGIN IMMEDIATE), waiting
+        up to ``wait`` seconds (by default TRANSACTION_WAIT, 25); returns the seconds it
+        waited."""
     def release(self) -> None:
         """Gives back the turn acquire() took."""
     @property
