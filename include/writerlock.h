@@ -559,6 +559,13 @@ typedef uint32_t wl_strategy;
 #define WL_PG_KIND_COMMIT 13
 
 /**
+ * Whether any refused writer's lock is held (a scan of `pg_locks`), run on
+ * its own only for a protocol given a clean refusal count
+ * (`wl_pg_protocol_known_clean`) when the floor check read another one.
+ */
+#define WL_PG_KIND_ANY_REFUSED 14
+
+/**
  * A statement of a kind newer than this header: `wl_pg_protocol_kind_name`
  * names it. Run it like any other.
  */
@@ -983,6 +990,13 @@ uint32_t wl_pg_write_waits(const struct wl_pg_write *write);
 int64_t wl_pg_write_floor(const struct wl_pg_write *write);
 
 /**
+ * The refusal count at which this write found no refused writer, to hand
+ * to the next write on the same database with `wl_pg_protocol_known_clean`;
+ * -1 when it found one, the database keeps no count, or for NULL.
+ */
+int64_t wl_pg_write_refusals_clean(const struct wl_pg_write *write);
+
+/**
  * How many refused writers are still connected to the database (0 for
  * NULL).
  */
@@ -1175,6 +1189,17 @@ enum wl_result wl_pg_protocol_dialled_port(struct wl_pg_protocol *protocol, uint
  * `wl_pg_protocol_dialled_port`.
  */
 enum wl_result wl_pg_protocol_dialled_unix(struct wl_pg_protocol *protocol);
+
+/**
+ * Hands a write the refusal count at which the program's last write on the
+ * same database found no refused writer (`wl_pg_write_refusals_clean` of
+ * that write). While the count stays, no refused writer can have come since,
+ * so the floor check skips its scan of `pg_locks`; when the count moved, the
+ * scan runs as a statement of its own (`WL_PG_KIND_ANY_REFUSED`). Without it
+ * (the default) every floor check scans, in the same statement. Call it
+ * before `wl_pg_protocol_start`.
+ */
+enum wl_result wl_pg_protocol_known_clean(struct wl_pg_protocol *protocol, int64_t count);
 
 /**
  * The first step. On `WL_OK`, `*step` is `WL_PG_STEP_RUN` (run

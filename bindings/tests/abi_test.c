@@ -1512,6 +1512,65 @@ static void test_pg_protocol_names_refused_writers(void) {
     wl_pg_protocol_free(p);
 }
 
+/* A refusal count the program kept from its last write: while the floor check reads the same
+ * count the scan of pg_locks is skipped; when it moved, the scan runs on its own. */
+static void test_pg_protocol_known_clean_count_skips_the_scan(void) {
+    wl_pg_protocol *p = NULL;
+    wl_pg_step step = 99;
+    wl_result rc;
+    /* The first write knows no count: its floor check scans and reports the count. */
+    EXPECT_RC(WL_OK, wl_pg_protocol_write(NULL, WL_PG_TX_OPEN_UNUSED, &p));
+    EXPECT_RC(WL_OK, wl_pg_protocol_start(p, &step));
+    step = feed_ok(p);
+    EXPECT_RUN(p, step, WL_PG_KIND_FLOOR_CHECK, "floor_check", "SELECT ");
+    CHECK(strstr(wl_pg_protocol_sql(p), "pg_locks") != NULL, "no scan without a known count: %s",
+          wl_pg_protocol_sql(p));
+    const char *first[] = {"1", "1", "f", "5"};
+    step = feed_cells(p, 1, 4, first, &rc);
+    CHECK(rc == WL_OK && step == WL_PG_STEP_GRANTED, "step %u: %s", (unsigned)step, last_message());
+    wl_pg_write *w = NULL;
+    EXPECT_RC(WL_OK, wl_pg_protocol_granted(p, &w));
+    int64_t clean = wl_pg_write_refusals_clean(w);
+    CHECK(clean == 5, "refusals_clean %lld, expected 5", (long long)clean);
+    wl_pg_write_free(w);
+    wl_pg_protocol_free(p);
+
+    /* The same count: no scan, granted at once. */
+    p = NULL;
+    EXPECT_RC(WL_OK, wl_pg_protocol_write(NULL, WL_PG_TX_OPEN_UNUSED, &p));
+    EXPECT_RC(WL_OK, wl_pg_protocol_known_clean(p, clean));
+    EXPECT_RC(WL_OK, wl_pg_protocol_start(p, &step));
+    step = feed_ok(p);
+    EXPECT_RUN(p, step, WL_PG_KIND_FLOOR_CHECK, "floor_check", "SELECT ");
+    CHECK(strstr(wl_pg_protocol_sql(p), "pg_locks") == NULL, "a scan at a known count: %s",
+          wl_pg_protocol_sql(p));
+    const char *same[] = {"1", "1", NULL, "5"};
+    step = feed_cells(p, 1, 4, same, &rc);
+    CHECK(rc == WL_OK && step == WL_PG_STEP_GRANTED, "step %u: %s", (unsigned)step, last_message());
+    wl_pg_protocol_free(p);
+
+    /* The count moved: the scan runs as a statement of its own. */
+    p = NULL;
+    EXPECT_RC(WL_OK, wl_pg_protocol_write(NULL, WL_PG_TX_OPEN_UNUSED, &p));
+    EXPECT_RC(WL_OK, wl_pg_protocol_known_clean(p, clean));
+    EXPECT_RC(WL_OK, wl_pg_protocol_start(p, &step));
+    step = feed_ok(p);
+    const char *moved[] = {"1", "1", NULL, "6"};
+    step = feed_cells(p, 1, 4, moved, &rc);
+    EXPECT_RUN(p, step, WL_PG_KIND_ANY_REFUSED, "any_refused", "SELECT ");
+    const char *none[] = {"f"};
+    step = feed_cells(p, 1, 1, none, &rc);
+    CHECK(rc == WL_OK && step == WL_PG_STEP_GRANTED, "step %u: %s", (unsigned)step, last_message());
+    w = NULL;
+    EXPECT_RC(WL_OK, wl_pg_protocol_granted(p, &w));
+    CHECK(wl_pg_write_refusals_clean(w) == 6, "refusals_clean %lld, expected 6",
+          (long long)wl_pg_write_refusals_clean(w));
+    wl_pg_write_free(w);
+    wl_pg_protocol_free(p);
+    EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_protocol_known_clean(NULL, 1));
+    CHECK(wl_pg_write_refusals_clean(NULL) == -1, "refusals_clean of NULL");
+}
+
 static void test_pg_protocol_setup_ensure_and_end(void) {
     wl_pg_protocol *p = NULL;
     wl_pg_step step = 99;
@@ -2195,6 +2254,7 @@ int main(int argc, char **argv) {
     RUN(test_pg_protocol_cancelled_waits_then_not_granted, filter);
     RUN(test_pg_protocol_below_the_floor_is_refused, filter);
     RUN(test_pg_protocol_names_refused_writers, filter);
+    RUN(test_pg_protocol_known_clean_count_skips_the_scan, filter);
     RUN(test_pg_protocol_setup_ensure_and_end, filter);
     RUN(test_pg_protocol_misuse_is_refused_clearly, filter);
     RUN(test_pg_settings_check_of_a_foreign_connection, filter);

@@ -105,6 +105,10 @@ pub const WL_PG_KIND_STORE_FLOOR: wl_pg_statement_kind = 11;
 pub const WL_PG_KIND_ROLLBACK: wl_pg_statement_kind = 12;
 /// `COMMIT`.
 pub const WL_PG_KIND_COMMIT: wl_pg_statement_kind = 13;
+/// Whether any refused writer's lock is held (a scan of `pg_locks`), run on
+/// its own only for a protocol given a clean refusal count
+/// (`wl_pg_protocol_known_clean`) when the floor check read another one.
+pub const WL_PG_KIND_ANY_REFUSED: wl_pg_statement_kind = 14;
 /// A statement of a kind newer than this header: `wl_pg_protocol_kind_name`
 /// names it. Run it like any other.
 pub const WL_PG_KIND_OTHER: wl_pg_statement_kind = 255;
@@ -112,7 +116,7 @@ pub const WL_PG_KIND_OTHER: wl_pg_statement_kind = 255;
 /// The stable number of each kind, by the core's name for it (so a kind the
 /// core adds is `WL_PG_KIND_OTHER` here until it gets a number, never a
 /// build break).
-const KINDS: [(&str, wl_pg_statement_kind); 13] = [
+const KINDS: [(&str, wl_pg_statement_kind); 14] = [
     ("begin", WL_PG_KIND_BEGIN),
     ("writer_lock", WL_PG_KIND_WRITER_LOCK),
     ("floor_check", WL_PG_KIND_FLOOR_CHECK),
@@ -126,6 +130,7 @@ const KINDS: [(&str, wl_pg_statement_kind); 13] = [
     ("store_floor", WL_PG_KIND_STORE_FLOOR),
     ("rollback", WL_PG_KIND_ROLLBACK),
     ("commit", WL_PG_KIND_COMMIT),
+    ("any_refused", WL_PG_KIND_ANY_REFUSED),
 ];
 
 fn kind_code(name: &str) -> wl_pg_statement_kind {
@@ -356,6 +361,26 @@ pub extern "C" fn wl_pg_protocol_dialled_port(
 pub extern "C" fn wl_pg_protocol_dialled_unix(protocol: *mut wl_pg_protocol) -> wl_result {
     run("wl_pg_protocol_dialled_unix", || {
         set_dialled(protocol, None)
+    })
+}
+
+/// Hands a write the refusal count at which the program's last write on the
+/// same database found no refused writer (`wl_pg_write_refusals_clean` of
+/// that write). While the count stays, no refused writer can have come since,
+/// so the floor check skips its scan of `pg_locks`; when the count moved, the
+/// scan runs as a statement of its own (`WL_PG_KIND_ANY_REFUSED`). Without it
+/// (the default) every floor check scans, in the same statement. Call it
+/// before `wl_pg_protocol_start`.
+#[no_mangle]
+pub extern "C" fn wl_pg_protocol_known_clean(
+    protocol: *mut wl_pg_protocol,
+    count: i64,
+) -> wl_result {
+    run("wl_pg_protocol_known_clean", || {
+        let protocol = try_mut!(protocol);
+        let inner = std::mem::replace(&mut protocol.inner, Protocol::end(false, false));
+        protocol.inner = inner.known_clean(Some(count));
+        Ok(())
     })
 }
 
@@ -647,7 +672,7 @@ mod tests {
 
     /// Drives `p`, answering each statement by its kind's name (`check` for the floor check,
     /// a current and writable schema, no rows otherwise); returns the names it handed out.
-    fn names_of(mut p: Protocol, check: [&str; 3]) -> Vec<&'static str> {
+    fn names_of(mut p: Protocol, check: &[&str]) -> Vec<&'static str> {
         use writerlock::pg::Value;
         let mut names = Vec::new();
         let mut step = p.start();
@@ -656,8 +681,9 @@ mod tests {
             names.push(name);
             let text = |cells: &[&str]| vec![cells.iter().map(|c| Value::from(*c)).collect()];
             let rows = match name {
-                "floor_check" | "start_write" => text(&check),
+                "floor_check" | "start_write" => text(check),
                 "schema_check" => text(&["f", "f"]),
+                "any_refused" => text(&["f"]),
                 _ => Vec::new(),
             };
             step = p.feed(Reply::Rows(rows));
@@ -673,18 +699,23 @@ mod tests {
         let s = Settings::new();
         let mut seen = std::collections::HashSet::new();
         for (protocol, check) in [
-            (Protocol::write(&s, TxState::Idle), ["1", "1", "t"]),
-            (Protocol::write(&s, TxState::Idle), ["2", "1", "f"]),
+            (Protocol::write(&s, TxState::Idle), &["1", "1", "t"][..]),
+            (Protocol::write(&s, TxState::Idle), &["2", "1", "f"]),
             (
                 Protocol::write_in_one_message(&s, TxState::Idle),
-                ["1", "1", "f"],
+                &["1", "1", "f"],
             ),
             (
                 Protocol::setup(&s, Some("SELECT 1"), TxState::Idle),
-                ["1", "1", "f"],
+                &["1", "1", "f"],
             ),
-            (Protocol::ensure(&s, TxState::Idle), ["1", "1", "f"]),
-            (Protocol::end(true, false), ["1", "1", "f"]),
+            (Protocol::ensure(&s, TxState::Idle), &["1", "1", "f"]),
+            (Protocol::end(true, false), &["1", "1", "f"]),
+            // A known clean count the floor check no longer reads: the scan runs alone.
+            (
+                Protocol::write(&s, TxState::Idle).known_clean(Some(5)),
+                &["1", "1", "", "6"],
+            ),
         ] {
             seen.extend(names_of(protocol, check));
         }

@@ -127,6 +127,19 @@ pub extern "C" fn wl_pg_write_floor(write: *const wl_pg_write) -> i64 {
     })
 }
 
+/// The refusal count at which this write found no refused writer, to hand
+/// to the next write on the same database with `wl_pg_protocol_known_clean`;
+/// -1 when it found one, the database keeps no count, or for NULL.
+#[no_mangle]
+pub extern "C" fn wl_pg_write_refusals_clean(write: *const wl_pg_write) -> i64 {
+    value("wl_pg_write_refusals_clean", -1, || {
+        crate::ffi::deref("write", write)
+            .ok()
+            .and_then(|w| w.start.refusals_clean())
+            .unwrap_or(-1)
+    })
+}
+
 /// How many refused writers are still connected to the database (0 for
 /// NULL).
 #[no_mangle]
