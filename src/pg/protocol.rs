@@ -44,6 +44,7 @@
 
 use std::borrow::Cow;
 use std::fmt;
+use std::sync::LazyLock;
 
 use postgres::error::SqlState;
 
@@ -458,7 +459,7 @@ impl Protocol {
     }
 
     /// The floor check this write runs: without the scan when the host knows a clean count.
-    fn floor_check(&self) -> String {
+    fn floor_check(&self) -> &'static str {
         match self.known_clean {
             Some(_) => floor_check_sql_without_scan(),
             None => floor_check_sql(),
@@ -765,16 +766,15 @@ impl Protocol {
 
     fn start_write(&mut self, begin: bool) -> Step {
         self.attempt += 1;
-        let mut sql = String::new();
-        if begin {
-            sql.push_str("BEGIN; ");
-        }
-        sql.push_str(WRITER_LOCK_SQL);
-        if self.goal != Goal::Lock {
-            sql.push_str("; ");
-            sql.push_str(&self.floor_check());
-        }
-        self.run(StatementKind::StartWrite, sql)
+        // The floor check as in `floor_check`: without the scan when a clean count is known.
+        let check = if self.goal == Goal::Lock {
+            0
+        } else if self.known_clean.is_none() {
+            1
+        } else {
+            2
+        };
+        self.run(StatementKind::StartWrite, start_write_sql(begin, check))
     }
 
     fn ask_lock(&mut self) -> Step {
@@ -814,6 +814,33 @@ impl Protocol {
         self.state = State::Finished;
         Step::Failed(err)
     }
+}
+
+/// A write's start as one message: `BEGIN` (when `begin`), the writer lock, and then
+/// `check`: 0 nothing, 1 [`floor_check_sql`], 2 [`floor_check_sql_without_scan`]. Each of
+/// the six texts is made once per process, not per write.
+fn start_write_sql(begin: bool, check: usize) -> &'static str {
+    static TEXTS: LazyLock<[[String; 3]; 2]> = LazyLock::new(|| {
+        let text = |begin: bool, check: Option<&str>| {
+            let mut sql = String::new();
+            if begin {
+                sql.push_str("BEGIN; ");
+            }
+            sql.push_str(WRITER_LOCK_SQL);
+            if let Some(check) = check {
+                sql.push_str("; ");
+                sql.push_str(check);
+            }
+            sql
+        };
+        let checks = [
+            None,
+            Some(floor_check_sql()),
+            Some(floor_check_sql_without_scan()),
+        ];
+        [false, true].map(|begin| checks.map(|check| text(begin, check)))
+    });
+    &TEXTS[usize::from(begin)][check.min(2)]
 }
 
 #[cfg(test)]

@@ -9,6 +9,8 @@
 //! text are the ledger spec's constants, so each statement can be sent as it is, through the
 //! simple or the extended query protocol.
 
+use std::sync::LazyLock;
+
 use super::settings::VERSION_SETTING;
 #[cfg(test)]
 use super::settings::WRITER_LOCK;
@@ -167,13 +169,16 @@ pub const STORE_FLOOR_SQL: &str = "INSERT INTO writer_floor (name, version) VALU
 /// [`ANY_REFUSED_SQL`]'s), and the refusal count (`pg_sequence_last_value` of
 /// [`REFUSALS_SEQUENCE`], `NULL` on a database without the counter). One round trip; the
 /// join that names the refused writers runs only when one is held.
-pub fn floor_check_sql() -> String {
-    format!(
-        "SELECT (SELECT version FROM writer_floor WHERE name = '{FLOOR_NAME}'), \
-         current_setting('{VERSION_SETTING}', true), \
-         EXISTS ({ANY_REFUSED_SCAN}), \
-         pg_sequence_last_value(to_regclass('{REFUSALS_SEQUENCE}'))"
-    )
+pub fn floor_check_sql() -> &'static str {
+    static SQL: LazyLock<String> = LazyLock::new(|| {
+        format!(
+            "SELECT (SELECT version FROM writer_floor WHERE name = '{FLOOR_NAME}'), \
+             current_setting('{VERSION_SETTING}', true), \
+             EXISTS ({ANY_REFUSED_SCAN}), \
+             pg_sequence_last_value(to_regclass('{REFUSALS_SEQUENCE}'))"
+        )
+    });
+    &SQL
 }
 
 /// The floor check for a host that knows the refusal count at which it last found no
@@ -181,13 +186,16 @@ pub fn floor_check_sql() -> String {
 /// asked). While the count stays, no refused writer can have appeared, so the scan of
 /// `pg_locks` ([`ANY_REFUSED_SQL`]) runs as a statement of its own only when the count
 /// moved or is `NULL`.
-pub fn floor_check_sql_without_scan() -> String {
-    format!(
-        "SELECT (SELECT version FROM writer_floor WHERE name = '{FLOOR_NAME}'), \
-         current_setting('{VERSION_SETTING}', true), \
-         NULL::boolean, \
-         pg_sequence_last_value(to_regclass('{REFUSALS_SEQUENCE}'))"
-    )
+pub fn floor_check_sql_without_scan() -> &'static str {
+    static SQL: LazyLock<String> = LazyLock::new(|| {
+        format!(
+            "SELECT (SELECT version FROM writer_floor WHERE name = '{FLOOR_NAME}'), \
+             current_setting('{VERSION_SETTING}', true), \
+             NULL::boolean, \
+             pg_sequence_last_value(to_regclass('{REFUSALS_SEQUENCE}'))"
+        )
+    });
+    &SQL
 }
 
 /// The refusal locks held in this database (the body of [`ANY_REFUSED_SQL`]'s `EXISTS`).
