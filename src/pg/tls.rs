@@ -395,6 +395,7 @@ impl Tls {
             Some(RootCert::File(path)) if path.exists() => {
                 let mut store =
                     X509StoreBuilder::new().map_err(|e| ssl("could not set up TLS", e))?;
+                regular_file(path, "root certificate file")?;
                 let pem = std::fs::read(path).map_err(|e| {
                     format!(
                         "could not read the root certificate file \"{}\": {e}",
@@ -414,6 +415,7 @@ impl Tls {
                 }
                 let mut crl_flags = false;
                 if let Some(crl) = self.crl.as_deref().filter(|p| p.exists()) {
+                    regular_file(crl, "SSL CRL file")?;
                     store
                         .add_lookup(X509Lookup::file())
                         .and_then(|l| l.load_crl_file(crl, SslFiletype::PEM).map(|_| ()))
@@ -454,6 +456,7 @@ impl Tls {
             }
         };
         if let Some(cert) = self.cert.as_deref().filter(|p| p.exists()) {
+            regular_file(cert, "client certificate file")?;
             builder.set_certificate_chain_file(cert).map_err(|e| {
                 ssl(
                     &format!(
@@ -622,6 +625,22 @@ fn why_not_verified(ctx: &X509StoreContextRef, host: &str) -> String {
     )
 }
 
+/// Refuses a TLS file that is not a regular file (a FIFO or a device would block the
+/// connect, or feed it something else), before anything opens it.
+fn regular_file(path: &Path, what: &str) -> Result<(), String> {
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.is_file() => Ok(()),
+        Ok(_) => Err(format!(
+            "{what} \"{}\" is not a regular file; name a PEM file",
+            path.display()
+        )),
+        Err(e) => Err(format!(
+            "could not read the {what} \"{}\": {e}",
+            path.display()
+        )),
+    }
+}
+
 /// libpq's rule for a private key file: no access for others, and none for the group
 /// unless root owns it (then the group may read).
 fn check_key_permissions(key: &Path) -> Result<(), String> {
@@ -631,6 +650,12 @@ fn check_key_permissions(key: &Path) -> Result<(), String> {
             key.display()
         )
     })?;
+    if !meta.is_file() {
+        return Err(format!(
+            "private key file \"{}\" is not a regular file",
+            key.display()
+        ));
+    }
     let mode = meta.mode();
     let bad = if meta.uid() == 0 {
         mode & 0o137 != 0
@@ -763,5 +788,30 @@ mod tests {
         )
         .unwrap();
         assert!(t.connector(false, Arc::new(Mutex::new(None))).is_ok());
+    }
+
+    #[test]
+    fn a_tls_file_that_is_not_a_regular_file_is_refused_without_opening_it() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let fifo = dir.path().join("ca.pem");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).expect("path");
+        // SAFETY: a NUL-terminated path; the result is checked.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        // Opening a FIFO with nobody writing would block the connect for ever.
+        let t = Tls::resolve(
+            &[
+                ("sslmode".into(), "verify-full".into()),
+                ("sslrootcert".into(), fifo.to_string_lossy().into_owned()),
+            ],
+            &env(&[]),
+        )
+        .unwrap();
+        let err = t
+            .connector(false, Arc::new(Mutex::new(None)))
+            .err()
+            .unwrap_or_default();
+        assert!(err.contains("is not a regular file"), "{err}");
+        let err = check_key_permissions(dir.path()).unwrap_err();
+        assert!(err.contains("is not a regular file"), "{err}");
     }
 }
