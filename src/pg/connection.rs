@@ -30,15 +30,13 @@ use postgres::types::{FromSql, Type};
 use postgres::{NoTls, SimpleQueryMessage};
 
 use super::address::{Address, TargetSession};
-use super::error::{describe, Error};
+use super::error::{commit_failure, describe, Error};
 use super::placeholder::{may_return_rows, parameter_count, translate};
 use super::settings::{verify_checks, Settings};
 pub use super::settings::{SettingCheck, SettingStatus};
 use super::socket::{Peer, SessionSocket};
 use super::tls::SslMode as TlsMode;
-use super::value::{
-    decode_named, may_hold_reg, readable, reg_oids, Column, RegNames, Row, Rows, Value,
-};
+use super::value::{decode_named, may_hold_reg, reg_oids, Column, RegNames, Row, Rows, Value};
 
 /// Where a connection stands with respect to a transaction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -864,6 +862,8 @@ impl Connection {
         let mut failed: Option<Error> = None;
         // Rows with OID-alias columns (`regclass`...) wait until their names are looked up.
         let mut waiting: Option<Vec<postgres::Row>> = None;
+        // Rows without OID-alias columns need no names looked up.
+        let no_names = RegNames::default();
         while let Some(row) = iter.next().map_err(Error::from_driver)? {
             if failed.is_some() {
                 continue; // read the rest, so the session stays in step
@@ -885,15 +885,9 @@ impl Connection {
                 rows.push(row);
                 continue;
             }
-            if let Some((c, ty)) = cols.iter().zip(types.iter()).find(|(_, t)| !readable(t)) {
-                failed = Some(Error::UnsupportedType {
-                    column: c.name().to_string(),
-                    type_name: ty.name().to_string(),
-                });
-                continue;
-            }
-            let names = RegNames::default();
-            match read_row(&row, cols, types, &names)
+            // Every type reads (NULL of any type is `Value::Null`); a value no decoder
+            // reads fails on its own, naming its column.
+            match read_row(&row, cols, types, &no_names)
                 .and_then(|values| sink(cols, Row::new(values)))
             {
                 Ok(()) => {}
@@ -1231,25 +1225,6 @@ fn is_commit(sql: &str) -> bool {
         .take_while(char::is_ascii_alphabetic)
         .collect();
     matches!(word.to_ascii_uppercase().as_str(), "COMMIT" | "END")
-}
-
-/// What a failed `COMMIT` means. A lost connection, or a session ended while `COMMIT` was
-/// in flight, leaves the outcome unknown; only an ended session that was idle before the
-/// `COMMIT` arrived (the idle limit) or a server error answering it is a known rollback.
-fn commit_failure(err: Error) -> Error {
-    match err {
-        Error::Closed { reason } | Error::Driver { reason } => {
-            Error::CommitOutcomeUnknown { reason }
-        }
-        Error::SessionEnded { code, message }
-            if code != SqlState::IDLE_IN_TRANSACTION_SESSION_TIMEOUT =>
-        {
-            Error::CommitOutcomeUnknown {
-                reason: format!("the server ended the session: {message}"),
-            }
-        }
-        other => other,
-    }
 }
 
 /// Where this session's socket should be connected to, from what the server reported: over

@@ -725,6 +725,25 @@ pub(crate) fn describe(err: &(dyn std::error::Error + 'static)) -> String {
     text
 }
 
+/// What a failed `COMMIT` means. A lost connection, or a session ended while `COMMIT` was
+/// in flight, leaves the outcome unknown; only an ended session that was idle before the
+/// `COMMIT` arrived (the idle limit) or a server error answering it is a known rollback.
+pub(crate) fn commit_failure(err: Error) -> Error {
+    match err {
+        Error::Closed { reason } | Error::Driver { reason } => {
+            Error::CommitOutcomeUnknown { reason }
+        }
+        Error::SessionEnded { code, message }
+            if code != SqlState::IDLE_IN_TRANSACTION_SESSION_TIMEOUT =>
+        {
+            Error::CommitOutcomeUnknown {
+                reason: format!("the server ended the session: {message}"),
+            }
+        }
+        other => other,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

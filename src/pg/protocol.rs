@@ -50,7 +50,7 @@ use postgres::error::SqlState;
 
 pub use super::alerts::read_refused_writers;
 use super::alerts::{new_alerts, Alert, RefusedWriter};
-use super::error::{parse_refusal, Error, REFUSED_SQLSTATE};
+use super::error::{commit_failure, parse_refusal, Error, REFUSED_SQLSTATE};
 use super::floor::{owner_step, SchemaCheck};
 #[cfg(test)]
 use super::settings::{verify_checks, SettingStatus};
@@ -445,6 +445,9 @@ impl Protocol {
     /// Without a known count the floor check scans in the same statement, as on a host's
     /// first write.
     pub fn known_clean(mut self, count: Option<i64>) -> Protocol {
+        if self.known_clean == count {
+            return self;
+        }
         self.known_clean = count;
         // A start already handed out in one message carries the floor check: write it again.
         if let Some(Step::Run(first)) = &self.first {
@@ -731,7 +734,13 @@ impl Protocol {
 
     fn after_failure(&mut self, kind: StatementKind, server: ServerError) -> Step {
         if server.fatal {
-            return self.fail(server.into_error());
+            // A session the server ended while COMMIT was in flight may have committed.
+            let err = server.into_error();
+            return self.fail(if kind == StatementKind::Commit {
+                commit_failure(err)
+            } else {
+                err
+            });
         }
         match kind {
             StatementKind::WriterLock | StatementKind::StartWrite
@@ -1663,6 +1672,23 @@ mod tests {
         let Step::Failed(err) = step else { panic!() };
         assert!(matches!(err, Error::CommitOutcomeUnknown { .. }));
         assert!(!err.to_string().contains("rolled back"), "{err}");
+        // A session the server ends while COMMIT is in flight (an administrator's shutdown)
+        // may have committed: unknown, as on this crate's own connection; only the idle
+        // limit, which ended the session before the COMMIT came, is a known rollback.
+        let fatal = |code: &str| {
+            let mut e = ServerError::new(code, "terminating connection");
+            e.fatal = true;
+            drive(Protocol::end(true, false), vec![Reply::Failed(e)]).1
+        };
+        let Step::Failed(err) = fatal("57P01") else {
+            panic!()
+        };
+        assert!(matches!(err, Error::CommitOutcomeUnknown { .. }), "{err:?}");
+        assert!(!err.to_string().contains("rolled back"), "{err}");
+        let Step::Failed(err) = fatal("25P03") else {
+            panic!()
+        };
+        assert!(matches!(err, Error::SessionEnded { .. }), "{err:?}");
     }
 
     #[test]

@@ -620,12 +620,6 @@ fn utf8(raw: &[u8]) -> Result<String, String> {
     String::from_utf8(raw.to_vec()).map_err(|e| e.to_string())
 }
 
-/// Whether a column of type `ty` can be read: always, since `NULL` of any type reads as
-/// [`Value::Null`]; a value [`decode`] cannot read fails on its own, naming its column.
-pub(crate) fn readable(_ty: &Type) -> bool {
-    true
-}
-
 /// The shortest decimal that reads back as `v`, as a double: what Postgres prints for a
 /// `real` and what psycopg returns.
 fn float4(v: f32) -> f64 {
@@ -1417,7 +1411,6 @@ mod tests {
         assert_eq!(decode(&Type::TSQUERY, Some(&[1])), Err(None));
         // NULL of any type reads, even of a type without a decoder.
         assert_eq!(decode(&Type::TSQUERY, None), Ok(Value::Null));
-        assert!(readable(&Type::TSQUERY));
         assert!(decode(&Type::INT8, Some(&[1])).is_err());
     }
 

@@ -81,17 +81,11 @@ impl Connection {
             StatementKind::Begin => self.begin().map(|()| Vec::new()),
             StatementKind::Commit => self.commit().map(|()| Vec::new()),
             StatementKind::Rollback => self.rollback().map(|()| Vec::new()),
-            kind => {
-                // BEGIN, when it leads the message, opens the transaction; the rest count
-                // as its statements.
+            _ => {
+                // BEGIN, when it leads the message, opens the transaction; the rest are
+                // work in it (only whether any ran is tracked).
                 let opens = statement.opens_transaction();
-                let statements = if kind == StatementKind::StartWrite {
-                    let parts = statement.sql().split("; ").count() - usize::from(opens);
-                    u32::try_from(parts).unwrap_or(u32::MAX)
-                } else {
-                    1
-                };
-                self.simple_rows(statement.sql(), opens, statements)
+                self.simple_rows(statement.sql(), opens, 1)
                     .map(|mut results| results.pop().unwrap_or_default())
             }
         };
