@@ -1196,8 +1196,9 @@ enum wl_result wl_pg_protocol_dialled_unix(struct wl_pg_protocol *protocol);
  * that write). While the count stays, no refused writer can have come since,
  * so the floor check skips its scan of `pg_locks`; when the count moved, the
  * scan runs as a statement of its own (`WL_PG_KIND_ANY_REFUSED`). Without it
- * (the default) every floor check scans, in the same statement. Call it
- * before `wl_pg_protocol_start`.
+ * (the default, or a negative `count` such as the -1 of a write that kept
+ * none) every floor check scans, in the same statement. Call it before
+ * `wl_pg_protocol_start`.
  */
 enum wl_result wl_pg_protocol_known_clean(struct wl_pg_protocol *protocol, int64_t count);
 

@@ -1567,6 +1567,16 @@ static void test_pg_protocol_known_clean_count_skips_the_scan(void) {
           (long long)wl_pg_write_refusals_clean(w));
     wl_pg_write_free(w);
     wl_pg_protocol_free(p);
+    /* -1, a write's "nothing to keep", is no count: the check scans in the same statement. */
+    p = NULL;
+    EXPECT_RC(WL_OK, wl_pg_protocol_write(NULL, WL_PG_TX_OPEN_UNUSED, &p));
+    EXPECT_RC(WL_OK, wl_pg_protocol_known_clean(p, -1));
+    EXPECT_RC(WL_OK, wl_pg_protocol_start(p, &step));
+    step = feed_ok(p);
+    EXPECT_RUN(p, step, WL_PG_KIND_FLOOR_CHECK, "floor_check", "SELECT ");
+    CHECK(strstr(wl_pg_protocol_sql(p), "pg_locks") != NULL, "no scan with a count of -1: %s",
+          wl_pg_protocol_sql(p));
+    wl_pg_protocol_free(p);
     EXPECT_RC(WL_INVALID_ARGUMENT, wl_pg_protocol_known_clean(NULL, 1));
     CHECK(wl_pg_write_refusals_clean(NULL) == -1, "refusals_clean of NULL");
 }

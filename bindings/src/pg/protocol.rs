@@ -369,8 +369,9 @@ pub extern "C" fn wl_pg_protocol_dialled_unix(protocol: *mut wl_pg_protocol) -> 
 /// that write). While the count stays, no refused writer can have come since,
 /// so the floor check skips its scan of `pg_locks`; when the count moved, the
 /// scan runs as a statement of its own (`WL_PG_KIND_ANY_REFUSED`). Without it
-/// (the default) every floor check scans, in the same statement. Call it
-/// before `wl_pg_protocol_start`.
+/// (the default, or a negative `count` such as the -1 of a write that kept
+/// none) every floor check scans, in the same statement. Call it before
+/// `wl_pg_protocol_start`.
 #[no_mangle]
 pub extern "C" fn wl_pg_protocol_known_clean(
     protocol: *mut wl_pg_protocol,
@@ -379,7 +380,9 @@ pub extern "C" fn wl_pg_protocol_known_clean(
     run("wl_pg_protocol_known_clean", || {
         let protocol = try_mut!(protocol);
         let inner = std::mem::replace(&mut protocol.inner, Protocol::end(false, false));
-        protocol.inner = inner.known_clean(Some(count));
+        // -1 (what wl_pg_write_refusals_clean gives when there is nothing to keep) is no
+        // count: the check scans in its own statement, as without this call.
+        protocol.inner = inner.known_clean((count >= 0).then_some(count));
         Ok(())
     })
 }
