@@ -168,7 +168,7 @@ fn pdo_driver(object: &ZendObject) -> Result<Option<(*const u8, *const u8)>, ()>
 
 /// The name of the PDO driver of `object` (`None`: not connected), read from
 /// its struct where PDO's layout is the one known here; `Err` otherwise.
-pub(crate) fn pdo_driver_name(object: &ZendObject) -> Result<Option<String>, ()> {
+pub(crate) fn pdo_driver_name(object: &ZendObject) -> Result<Option<&'static CStr>, ()> {
     if PDO.load(Ordering::Relaxed) == UNUSABLE {
         return Err(());
     }
@@ -181,7 +181,7 @@ pub(crate) fn pdo_driver_name(object: &ZendObject) -> Result<Option<String>, ()>
         let Some(name) = read_ptr::<c_char>(driver, 0) else {
             return Err(());
         };
-        Ok(Some(CStr::from_ptr(name).to_string_lossy().into_owned()))
+        Ok(Some(CStr::from_ptr(name)))
     }
 }
 

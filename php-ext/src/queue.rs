@@ -199,11 +199,12 @@ fn connection<'z>(zv: &'z Zval, method: &str) -> Result<(&'z ZendObject, ConnKin
     if let Ok(name) = crate::direct::pdo_driver_name(object) {
         // Read from PDO's own struct: no PHP call.
         return match name {
-            Some(name) if name == "sqlite" => Ok((object, ConnKind::Pdo)),
+            Some(name) if name.to_bytes() == b"sqlite" => Ok((object, ConnKind::Pdo)),
             Some(name) => Err(PhpException::new(
                 format!(
                     "WriterLock\\Queue::{method}(): Argument #1 ($db) must be a PDO connection of \
-                     the sqlite driver (a \"sqlite:\" DSN), a PDO of the {name} driver given"
+                     the sqlite driver (a \"sqlite:\" DSN), a PDO of the {} driver given",
+                    name.to_string_lossy()
                 ),
                 0,
                 ce::value_error(),
@@ -528,15 +529,16 @@ impl Queue {
         // PHP's SQLite3 and PDO cannot tell whether $fn ended the transaction without running
         // a statement: the COMMIT's answer tells.
         let step = transaction::after_callback(raised, self.mine(), Connection::Unknown);
-        let session = || PhpSqlite::new(object, kind);
+        // One session for the ends below: a COMMIT run on the connection's own handle keeps
+        // its failure there, for the message.
+        let session = PhpSqlite::new(object, kind);
         match step {
             // $fn ended the transaction itself, through this queue.
             Step::Done if !raised => self.settle(),
             Step::Done => {}
-            Step::Commit => match self.finish(object, &session(), "COMMIT") {
+            Step::Commit => match self.finish(object, &session, "COMMIT") {
                 Ok(true) => {}
                 Ok(false) => {
-                    let session = session();
                     let failure = session.last_failure_now();
                     let _ = self.finish(object, &session, "ROLLBACK");
                     if self.mine() {
@@ -551,7 +553,7 @@ impl Queue {
                 }
                 Err(e) => {
                     let holding = self.mine();
-                    let failure = (!holding).then(|| session().last_failure_now());
+                    let failure = (!holding).then(|| session.last_failure_now());
                     match transaction::after_failed_commit(
                         Connection::Unknown,
                         false,
@@ -565,28 +567,14 @@ impl Queue {
                     }
                 }
             },
-            Step::Rollback => {
-                if !matches!(self.finish(object, &session(), "ROLLBACK"), Ok(true)) {
+            // With the connection's state unknown the core never answers ReleaseEnded or
+            // ReleaseClosed; were it to, a rollback is the safe end.
+            Step::Rollback | Step::ReleaseEnded | Step::ReleaseClosed => {
+                if !matches!(self.finish(object, &session, "ROLLBACK"), Ok(true)) {
                     // The connection refused the ROLLBACK: the turn goes back anyway, and
                     // SQLite rolls back when the connection closes.
                     let _ = self.core.release();
                     self.settle();
-                }
-            }
-            // Not reached with an unknown connection state; handled as the core says.
-            step @ (Step::ReleaseEnded | Step::ReleaseClosed) => {
-                let _ = self.core.release_ended(&session());
-                self.settle();
-                if step == Step::ReleaseClosed {
-                    return Err(exceptions::plain(
-                        Kind::Base,
-                        &transaction::closed_message(
-                            "WriterLock\\Queue::transaction()",
-                            "the callback",
-                            "after transaction() returned",
-                        ),
-                        0,
-                    ));
                 }
             }
         }
