@@ -151,41 +151,8 @@ pub fn to_value(value: &Bound<'_, PyAny>, index: usize) -> PyResult<Value> {
         }
         return Ok(Value::Array(items));
     }
-    // postgres.Json and postgres.Jsonb carry the OID of their type (json 114, jsonb 3802).
-    let wrapper: Option<u32> = if value.is_instance_of::<PyDict>() {
-        None
-    } else {
-        match value.getattr(intern!(py, "_writerlock_json")) {
-            Ok(oid) => Some(oid.extract()?),
-            Err(_) => None,
-        }
-    };
-    if value.is_instance_of::<PyDict>() || wrapper.is_some() {
-        let value = if wrapper.is_some() {
-            value.getattr(intern!(py, "obj"))?
-        } else {
-            value.clone()
-        };
-        let json = py.import(intern!(py, "json"))?;
-        let kwargs = PyDict::new(py);
-        kwargs.set_item("allow_nan", false)?;
-        let text: String = json
-            .getattr(intern!(py, "dumps"))?
-            .call((&value,), Some(&kwargs))
-            .map_err(|e| {
-                PyValueError::new_err(format!(
-                    "parameter {index} cannot be sent as JSON: {}",
-                    e.value(py)
-                ))
-            })?
-            .extract()?;
-        if let Some(type_oid) = wrapper {
-            return Ok(Value::Typed { type_oid, text });
-        }
-        let parsed = serde_json::from_str(&text).map_err(|e| {
-            PyValueError::new_err(format!("parameter {index} cannot be sent as JSON: {e}"))
-        })?;
-        return Ok(Value::Json(Box::new(parsed)));
+    if value.is_instance_of::<PyDict>() {
+        return json_value(value, index, None);
     }
     let decimal = py.import(intern!(py, "decimal"))?.getattr("Decimal")?;
     if value.is_instance(&decimal)? {
@@ -219,6 +186,15 @@ pub fn to_value(value: &Bound<'_, PyAny>, index: usize) -> PyResult<Value> {
             });
         }
     }
+    // postgres.Json and postgres.Jsonb carry the OID of their type (json 114, jsonb 3802);
+    // asked last, so the common types never raise and drop an AttributeError here.
+    if let Ok(oid) = value.getattr(intern!(py, "_writerlock_json")) {
+        return json_value(
+            &value.getattr(intern!(py, "obj"))?,
+            index,
+            Some(oid.extract()?),
+        );
+    }
     Err(PyTypeError::new_err(format!(
         "parameter {index} has type {}, which writerlock.postgres cannot send; pass None, bool, \
          int, float, str, bytes, datetime, date, time, timedelta, Decimal, UUID, an ipaddress \
@@ -226,6 +202,32 @@ pub fn to_value(value: &Bound<'_, PyAny>, index: usize) -> PyResult<Value> {
          (JSON), or convert it to str",
         describe_type(value)
     )))
+}
+
+/// A JSON parameter: `value` as `json.dumps` writes it (no NaN), sent as the type of a
+/// `postgres.Json`/`Jsonb` wrapper (`type_oid`), or parsed into a JSON value for a dict.
+fn json_value(value: &Bound<'_, PyAny>, index: usize, type_oid: Option<u32>) -> PyResult<Value> {
+    let py = value.py();
+    let json = py.import(intern!(py, "json"))?;
+    let kwargs = PyDict::new(py);
+    kwargs.set_item("allow_nan", false)?;
+    let text: String = json
+        .getattr(intern!(py, "dumps"))?
+        .call((value,), Some(&kwargs))
+        .map_err(|e| {
+            PyValueError::new_err(format!(
+                "parameter {index} cannot be sent as JSON: {}",
+                e.value(py)
+            ))
+        })?
+        .extract()?;
+    if let Some(type_oid) = type_oid {
+        return Ok(Value::Typed { type_oid, text });
+    }
+    let parsed = serde_json::from_str(&text).map_err(|e| {
+        PyValueError::new_err(format!("parameter {index} cannot be sent as JSON: {e}"))
+    })?;
+    Ok(Value::Json(Box::new(parsed)))
 }
 
 /// Converts the parameters of a statement: a sequence (tuple, list), or `None` for none.
