@@ -63,6 +63,19 @@ catch ( WriterLock\Exception $e )
     echo get_class( $e ), ': ', $e->getMessage(), "\n";
 }
 var_dump( $q->holding(), $db->querySingle( 'SELECT COUNT(*) FROM c' ) );
+// The same through PDO: the message is SQLite's, read from the connection's own handle
+// (PDO's errorInfo() knows nothing of a COMMIT run there).
+$pdo = new PDO( "sqlite:$fk" );
+$pdo->exec( 'PRAGMA foreign_keys = ON' );
+try
+{
+    $q->transaction( $pdo, function ( $pdo ) { $pdo->exec( 'INSERT INTO c VALUES (8)' ); } );
+}
+catch ( WriterLock\Exception $e )
+{
+    echo 'PDO: ', get_class( $e ), ': ', $e->getMessage(), "\n";
+}
+var_dump( $q->holding(), $db->querySingle( 'SELECT COUNT(*) FROM c' ) );
 
 echo "-- \$fn ends the transaction itself: nothing false is reported, the turn is back\n";
 $db = new SQLite3( $path );
@@ -128,6 +141,9 @@ bool(false)
 int(0)
 -- a COMMIT SQLite refuses: rolled back, turn back, WriterLock\Exception
 WriterLock\Exception: COMMIT failed: FOREIGN KEY constraint failed; the transaction was rolled back, nothing was written
+bool(false)
+int(0)
+PDO: WriterLock\Exception: COMMIT failed: FOREIGN KEY constraint failed; the transaction was rolled back, nothing was written
 bool(false)
 int(0)
 -- $fn ends the transaction itself: nothing false is reported, the turn is back
