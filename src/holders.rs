@@ -246,7 +246,7 @@ pub fn holder_and_outside_writer(database: &Path, me: u32) -> (Option<u32>, Opti
 /// this process.
 pub fn database_holder(database: &Path) -> Option<u32> {
     flock_holder(&crate::paths::lock_path(database)).or_else(|| {
-        sqlite_writers(database, &[crate::lockfiles::current_pid()])
+        sqlite_writers(database, &[crate::process::current_pid()])
             .first()
             .copied()
     })

@@ -89,7 +89,7 @@ static MAIN_THREAD: Mutex<Option<(u32, u64)>> = Mutex::new(None);
 /// `pthread_self()`, compared with the main thread's ident read once (again after a fork,
 /// whose child's main thread is the one that forked).
 fn on_main_thread(py: Python<'_>) -> bool {
-    let pid = writerlock::lockfiles::current_pid();
+    let pid = writerlock::process::current_pid();
     // SAFETY: pthread_self() has no preconditions.
     let me = unsafe { libc::pthread_self() } as u64;
     let mut known = MAIN_THREAD.lock().unwrap_or_else(|p| p.into_inner());

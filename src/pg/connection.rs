@@ -101,7 +101,7 @@ impl Drop for Connection {
         if let Some(socket) = self.socket.take() {
             socket.release();
         }
-        if self.owner != crate::lockfiles::current_pid() {
+        if self.owner != crate::process::current_pid() {
             // A child after fork(): closing would send the parent's session a Terminate.
             // The child's copy of the socket closes with the process; the parent keeps it.
             return;
@@ -441,7 +441,7 @@ impl Connection {
             lost: None,
             lost_in_tx: false,
             pid: 0,
-            owner: crate::lockfiles::current_pid(),
+            owner: crate::process::current_pid(),
             serial: 0,
             via_proxy: false,
             socket: None,
@@ -492,19 +492,14 @@ impl Connection {
 
     /// Whether this process opened the connection (false in a child after `fork()`).
     pub fn is_own(&self) -> bool {
-        self.owner == crate::lockfiles::current_pid()
+        self.owner == crate::process::current_pid()
     }
 
     /// How this session dialled the server, for the writer protocol's refusal lock
     /// ([`Protocol::dialled`](super::protocol::Protocol::dialled)): `Some(Some(port))` over
     /// TCP, `Some(None)` over a Unix socket, `None` when the address names several hosts.
     pub(crate) fn dialled_port(&self) -> Option<Option<u16>> {
-        let config = self.address.config();
-        match config.get_hosts() {
-            [Host::Tcp(_)] => Some(Some(config.get_ports().first().copied().unwrap_or(5432))),
-            [Host::Unix(_)] => Some(None),
-            _ => None,
-        }
+        dialled(&self.address)
     }
 
     /// Whether the server sees this session come from another port or kind of socket than
@@ -819,7 +814,7 @@ impl Connection {
         if !self.is_own() {
             return Err(Error::Forked {
                 owner: self.owner,
-                pid: crate::lockfiles::current_pid(),
+                pid: crate::process::current_pid(),
             });
         }
         if self.lost.is_some() {
@@ -1267,19 +1262,22 @@ fn socket_peer(
 /// Whether the server sees the session come from another port, or another kind of socket,
 /// than the one dialled: then a pooler or proxy sits in between.
 fn proxied(address: &Address, server_port: Option<i64>) -> bool {
-    let config = address.config();
-    let hosts = config.get_hosts();
-    if hosts.len() != 1 {
-        return false;
+    match (dialled(address), server_port) {
+        (None, _) => false,
+        (Some(Some(_)), None) => true,
+        (Some(Some(port)), Some(seen)) => i64::from(port) != seen,
+        (Some(None), seen) => seen.is_some(),
     }
-    match (&hosts[0], server_port) {
-        (Host::Tcp(_), None) => true,
-        (Host::Tcp(_), Some(port)) => {
-            let dialled = config.get_ports().first().copied().unwrap_or(5432);
-            i64::from(dialled) != port
-        }
-        (Host::Unix(_), Some(_)) => true,
-        (Host::Unix(_), None) => false,
+}
+
+/// How this address dials the server: `Some(Some(port))` over TCP to one host (5432 when no
+/// port is given), `Some(None)` through one Unix socket, `None` with several hosts.
+fn dialled(address: &Address) -> Option<Option<u16>> {
+    let config = address.config();
+    match config.get_hosts() {
+        [Host::Tcp(_)] => Some(Some(config.get_ports().first().copied().unwrap_or(5432))),
+        [Host::Unix(_)] => Some(None),
+        _ => None,
     }
 }
 
