@@ -1,27 +1,140 @@
-//! What `writerlock.postgres` needs from the core for DB-API 2.0: spotting psycopg's `%s` and
-//! `%(name)s` placeholders outside literals and comments, so a statement written for psycopg
-//! gets a client error that says to use `?` instead of the server's syntax error at `%`.
+//! What `writerlock.postgres` needs from the core for DB-API 2.0, read from a statement's
+//! text before or after it runs:
+//!
+//! - psycopg's `%s` and `%(name)s` placeholders outside literals and comments, so a statement
+//!   written for psycopg gets a client error that says to use `?` instead of the server's
+//!   syntax error at `%`;
+//! - whether its command tag counts rows (`rowcount` is -1 for DDL and `SET`);
+//! - whether it is an `INSERT` (`lastrowid`);
+//! - whether it may change the session's `TimeZone` (the cursor's cached zone is read again).
+//!
+//! These run on every statement, so they scan the text once, without regular expressions.
 
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 
 use writerlock::pg::placeholder;
 
-/// The first `%s` or `%(name)s` placeholder in `sql` outside literals and comments, or
-/// `None`.
-#[pyfunction]
-fn pg_pyformat_marker(sql: &str) -> Option<String> {
-    placeholder::pyformat_marker(sql).map(str::to_string)
+/// The `writerlock.postgres` exception classes raised from here.
+mod pg_exceptions {
+    pyo3::import_exception!(writerlock._errors, ProgrammingError);
 }
 
-/// Whether `sql` has `?` or `$n` placeholders outside literals and comments.
-#[pyfunction]
-fn pg_has_placeholders(sql: &str) -> bool {
-    placeholder::has_placeholders(sql)
+/// The `ProgrammingError` for a statement written with psycopg's `marker` placeholder.
+pub fn pyformat_error(marker: &str) -> PyErr {
+    let how = if marker.starts_with("%(") {
+        format!(
+            "write ? where it says {marker} and pass the values as a tuple, in the order of \
+             the ?s"
+        )
+    } else {
+        format!("write ? where it says {marker} and pass the values as a tuple")
+    };
+    pg_exceptions::ProgrammingError::new_err(format!(
+        "the statement uses {marker}, psycopg's placeholder style; writerlock.postgres takes \
+         ? placeholders (or $1, $2, ...): {how}, for example \
+         conn.execute(\"UPDATE t SET x = ? WHERE id = ?\", (x, id))"
+    ))
 }
 
-/// Adds the functions to the module.
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(pg_pyformat_marker, m)?)?;
-    m.add_function(wrap_pyfunction!(pg_has_placeholders, m)?)?;
+/// Answers psycopg's `%s` / `%(name)s` with a client error that says to use `?`, before
+/// anything is sent, when parameters are given for them (a mapping, or values for a
+/// statement without `?` or `$n` placeholders). A `%s` with no parameters is left to the
+/// server (it may be an operator).
+pub fn check_pyformat(sql: &str, params: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+    let Some(marker) = placeholder::pyformat_marker(sql) else {
+        return Ok(());
+    };
+    let Some(params) = params else {
+        return Ok(());
+    };
+    if params.is_instance_of::<PyDict>()
+        || (params.is_truthy()? && !placeholder::has_placeholders(sql))
+    {
+        return Err(pyformat_error(marker));
+    }
     Ok(())
+}
+
+/// The server's syntax error for a statement written with psycopg's placeholders, told as
+/// that (the server's error kept as its cause); any other error unchanged.
+pub fn explain_syntax_error(
+    py: Python<'_>,
+    sql: &str,
+    sqlstate: Option<&str>,
+    err: PyErr,
+) -> PyErr {
+    if sqlstate != Some("42601") {
+        return err;
+    }
+    match placeholder::pyformat_marker(sql) {
+        Some(marker) => {
+            let told = pyformat_error(marker);
+            told.set_cause(py, Some(err));
+            told
+        }
+        None => err,
+    }
+}
+
+/// Whether a character continues a word (as `\w` does).
+fn word_char(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+/// The statement's first word, after white space, `--` and `/* */` comments and (with
+/// `parens`) opening parentheses; `None` when a comment is not closed.
+fn first_word(sql: &str, parens: bool) -> Option<&str> {
+    let mut rest = sql;
+    loop {
+        let trimmed = rest.trim_start();
+        if let Some(after) = trimmed.strip_prefix("--") {
+            rest = after.find('\n').map_or("", |i| &after[i + 1..]);
+        } else if let Some(after) = trimmed.strip_prefix("/*") {
+            rest = &after[after.find("*/")? + 2..];
+        } else if parens && trimmed.starts_with('(') {
+            rest = &trimmed[1..];
+        } else {
+            rest = trimmed;
+            break;
+        }
+    }
+    let end = rest.find(|c: char| !word_char(c)).unwrap_or(rest.len());
+    Some(&rest[..end])
+}
+
+/// The commands whose tag carries a row count (DB-API `rowcount`); DDL, `SET` and the
+/// like give -1.
+const COUNTING: [&str; 12] = [
+    "INSERT", "UPDATE", "DELETE", "MERGE", "COPY", "MOVE", "FETCH", "SELECT", "WITH", "VALUES",
+    "TABLE", "EXECUTE",
+];
+
+/// Whether the statement's command tag counts rows.
+pub fn counts_rows(sql: &str) -> bool {
+    first_word(sql, true).is_some_and(|w| COUNTING.iter().any(|k| w.eq_ignore_ascii_case(k)))
+}
+
+/// Whether the statement is an `INSERT`.
+pub fn is_insert(sql: &str) -> bool {
+    first_word(sql, false).is_some_and(|w| w.eq_ignore_ascii_case("INSERT"))
+}
+
+/// Whether `word` occurs in `lower` (ASCII-lowercased text) as a whole word.
+fn has_word(lower: &str, word: &str) -> bool {
+    lower.match_indices(word).any(|(at, _)| {
+        let before = lower[..at].chars().next_back();
+        let after = lower[at + word.len()..].chars().next();
+        !before.is_some_and(word_char) && !after.is_some_and(word_char)
+    })
+}
+
+/// Whether the statement may change the session's `TimeZone` (`SET TIME ZONE`,
+/// `SET timezone`, `RESET`, `DISCARD`); a false alarm only costs one `SHOW TimeZone`.
+pub fn may_change_zone(sql: &str) -> bool {
+    let lower = sql.to_ascii_lowercase();
+    let time_zone = lower
+        .match_indices("time")
+        .any(|(at, _)| lower[at + 4..].trim_start().starts_with("zone"));
+    time_zone || has_word(&lower, "reset") || has_word(&lower, "discard")
 }

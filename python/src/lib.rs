@@ -6,9 +6,10 @@
 //!   through [`writerlock::SqliteSession`];
 //! * [`pg`]: the Postgres writer session (`PgSession`, `PgPool`, `PgSettings`), the floor and
 //!   alert functions, and the conversions of [`values`];
+//! * [`write`]: `PgWrite`, the native half of `writerlock.postgres.Write`;
 //! * [`protocol`]: `PgProtocol`, the core's writer protocol without I/O, which
 //!   `writerlock/_drivers.py` runs on a psycopg (or psycopg2) connection;
-//! * [`dbapi`]: the placeholder checks behind `writerlock.postgres`' DB-API 2.0 errors;
+//! * [`dbapi`]: what `writerlock.postgres`' DB-API 2.0 cursor reads from a statement's text;
 //! * [`status`]: who holds and who waits, for `python -m writerlock status`;
 //! * [`errors`]: the mapping of the core's errors to the exception classes defined in
 //!   `writerlock/_errors.py`.
@@ -25,6 +26,7 @@ pub mod protocol;
 pub mod sqlite;
 pub mod status;
 pub mod values;
+pub mod write;
 
 /// The native part of writerlock; import `writerlock` and `writerlock.postgres` instead.
 #[pymodule]
@@ -33,8 +35,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     sqlite::register(m)?;
     m.add_function(wrap_pyfunction!(status::lock_status, m)?)?;
     pg::register(m)?;
+    write::register(m)?;
     protocol::register(m)?;
-    dbapi::register(m)?;
     errors::register(m)?;
     Ok(())
 }

@@ -11,11 +11,12 @@ use std::sync::{Mutex, MutexGuard};
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyTuple};
+use pyo3::types::{PyBool, PyInt, PyList, PyTuple};
 
 use writerlock::pg::{self, Alert, Connection, Pool, RefusedWriter, SettingStatus, Settings};
 use writerlock::Wait;
 
+use crate::dbapi;
 use crate::errors::pg_error;
 use crate::values::{row_to_py, to_values};
 
@@ -142,12 +143,17 @@ pub struct PgSession {
     slot: Mutex<Slot>,
     /// The serial of the last transaction `execute(begin=True)` opened (0: none).
     implicit: AtomicU64,
+    /// Counts what may have changed the session's `TimeZone` (see `zone_epoch`).
+    zone_epoch: AtomicU64,
+    /// The transaction a statement that may change the `TimeZone` ran in (0: none), whose
+    /// end may change it again (`SET LOCAL` ends with it, a rollback undoes a `SET`).
+    zone_tx: AtomicU64,
     pid: i32,
     address: String,
 }
 
 /// The refused writers as `(writer, pid, version, floor)` tuples.
-type RefusedTuple = (String, i32, i64, i64);
+pub(crate) type RefusedTuple = (String, i32, i64, i64);
 
 fn refused_tuples(refused: &[RefusedWriter]) -> Vec<RefusedTuple> {
     refused
@@ -156,14 +162,18 @@ fn refused_tuples(refused: &[RefusedWriter]) -> Vec<RefusedTuple> {
         .collect()
 }
 
+/// A write transaction `open_write` started: `(serial, waits, floor, refused)`.
+pub(crate) type OpenedWrite = (u64, u32, Option<i64>, Vec<RefusedTuple>);
+
 /// A setting check as `(name, sent, shown, status)`.
 type CheckTuple = (String, String, Option<String>, &'static str);
 
 /// How many rows are read before they become Python tuples, the interpreter taken once.
 const ROW_BATCH: usize = 1000;
 
-/// The columns, rows and row count of a statement, for the Python cursor.
-type Described<'py> = (Py<PyAny>, Bound<'py, PyList>, i64);
+/// What a statement gives the Python cursor: its columns (`description`, `None` for a
+/// statement without result columns), rows, `rowcount` and `lastrowid`.
+pub(crate) type Described<'py> = (Py<PyAny>, Bound<'py, PyList>, i64, Option<Py<PyAny>>);
 
 impl PgSession {
     fn from_connection(conn: Connection) -> PgSession {
@@ -172,6 +182,20 @@ impl PgSession {
             address: conn.address().to_string(),
             slot: Mutex::new(Slot::Open(Box::new(conn))),
             implicit: AtomicU64::new(0),
+            zone_epoch: AtomicU64::new(0),
+            zone_tx: AtomicU64::new(0),
+        }
+    }
+
+    /// Notes a statement that ran (or failed) on `c`: one that may change the `TimeZone`
+    /// moves the zone epoch now and, inside a transaction, again when it ends.
+    fn note_zone(&self, c: &Connection, sql: &str) {
+        if dbapi::may_change_zone(sql) {
+            self.zone_epoch.fetch_add(1, Ordering::Relaxed);
+            if c.in_transaction() {
+                self.zone_tx
+                    .store(c.transaction_serial(), Ordering::Relaxed);
+            }
         }
     }
 
@@ -189,19 +213,45 @@ impl PgSession {
         self.slot.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// See `release_for_write`.
+    fn make_way(&self, c: &mut Connection) -> Result<bool, pg::Error> {
+        let serial = self.implicit.load(Ordering::Relaxed);
+        if serial == 0 || !c.in_transaction_serial(serial) {
+            return Ok(true);
+        }
+        let rows = c.execute("SELECT txid_current_if_assigned() IS NULL", &[])?;
+        let read_only = rows
+            .first()
+            .and_then(|r| r.get(0))
+            .and_then(pg::Value::as_bool)
+            .unwrap_or(false);
+        if read_only {
+            c.rollback()?;
+        }
+        Ok(read_only)
+    }
+
     /// Runs `f` on the connection with the interpreter released.
     fn with<T, F>(&self, py: Python<'_>, f: F) -> PyResult<T>
     where
         T: Send,
         F: FnOnce(&mut Connection) -> Result<T, pg::Error> + Send,
     {
-        let result = py.detach(|| match &mut *self.slot() {
+        self.with_raw(py, f).map_err(|e| pg_error(py, e))
+    }
+
+    /// [`with`](Self::with), giving the core's error as it is.
+    fn with_raw<T, F>(&self, py: Python<'_>, f: F) -> Result<T, pg::Error>
+    where
+        T: Send,
+        F: FnOnce(&mut Connection) -> Result<T, pg::Error> + Send,
+    {
+        py.detach(|| match &mut *self.slot() {
             Slot::Open(conn) => f(conn),
             Slot::Gone(reason) => Err(pg::Error::Closed {
                 reason: (*reason).to_string(),
             }),
-        });
-        result.map_err(|e| pg_error(py, e))
+        })
     }
 
     /// Takes the connection out (for a pool), leaving the session closed for `reason`.
@@ -231,14 +281,16 @@ impl PgSession {
     }
 
     /// Runs one statement with `?` or `$n` placeholders; returns `(description, rows,
-    /// rowcount)` where `description` is `None` for a statement without result columns.
+    /// rowcount, lastrowid)` (see [`Described`]). A statement written with
+    /// psycopg's `%s` placeholders raises `ProgrammingError` saying to write `?`, before
+    /// anything is sent when parameters are given for them.
     ///
     /// With `within`, the statement runs only while the transaction numbered `within` (see
     /// `transaction_serial`) is still open; otherwise it fails and nothing runs. With
     /// `begin`, a transaction is opened first when none is open (the connection's implicit
     /// transaction, PEP 249's default).
     #[pyo3(signature = (sql, params = None, within = None, begin = false))]
-    fn execute<'py>(
+    pub(crate) fn execute<'py>(
         &self,
         py: Python<'py>,
         sql: &str,
@@ -246,6 +298,7 @@ impl PgSession {
         within: Option<u64>,
         begin: bool,
     ) -> PyResult<Described<'py>> {
+        dbapi::check_pyformat(sql, params)?;
         let values = to_values(params)?;
         // Rows become Python tuples a batch at a time while the rest are still being read,
         // so the result is never held twice (once as core values, once in Python).
@@ -267,7 +320,7 @@ impl PgSession {
                 }
             });
         };
-        let (columns, affected) = self.with(py, |c| {
+        let ran = self.with_raw(py, |c| {
             if let Some(serial) = within {
                 if !c.in_transaction_serial(serial) {
                     return Err(pg::Error::WriteEnded);
@@ -277,7 +330,7 @@ impl PgSession {
                 self.begin_implicit(c)?;
             }
             let mut last: Vec<pg::Column> = Vec::new();
-            let (columns, affected) = c.execute_each(sql, &values, &mut |columns, row| {
+            let ran = c.execute_each(sql, &values, &mut |columns, row| {
                 batch.push(row);
                 if batch.len() >= ROW_BATCH {
                     flush(columns, &mut batch);
@@ -286,12 +339,27 @@ impl PgSession {
                     last = columns.to_vec();
                 }
                 Ok(())
-            })?;
+            });
+            self.note_zone(c, sql);
+            let (columns, affected) = ran?;
             if !batch.is_empty() {
                 flush(&last, &mut batch);
             }
             Ok((columns, affected))
-        })?;
+        });
+        let (columns, affected) = match ran {
+            Ok(ran) => ran,
+            Err(err) => {
+                let sqlstate = err.code().map(|c| c.code().to_string());
+                let raised = pg_error(py, err);
+                return Err(dbapi::explain_syntax_error(
+                    py,
+                    sql,
+                    sqlstate.as_deref(),
+                    raised,
+                ));
+            }
+        };
         // A value Python cannot hold (after the whole result was read: the session is in
         // step, and the statement itself succeeded).
         if let Some(err) = failure {
@@ -321,7 +389,21 @@ impl PgSession {
                 .collect::<PyResult<Vec<_>>>()?;
             PyTuple::new(py, items)?.into_any().unbind()
         };
-        Ok((description, list, affected))
+        let rowcount = if !columns.is_empty() {
+            i64::try_from(list.len()).unwrap_or(i64::MAX)
+        } else if dbapi::counts_rows(sql) {
+            affected
+        } else {
+            -1
+        };
+        let lastrowid = if columns.len() == 1 && list.len() == 1 && dbapi::is_insert(sql) {
+            let value = list.get_item(0)?.get_item(0)?;
+            (value.is_instance_of::<PyInt>() && !value.is_instance_of::<PyBool>())
+                .then(|| value.unbind())
+        } else {
+            None
+        };
+        Ok((description, list, rowcount, lastrowid))
     }
 
     /// Runs a script of statements without parameters (the simple query protocol); with
@@ -344,12 +426,14 @@ impl PgSession {
             if begin {
                 self.begin_implicit(c)?;
             }
-            c.execute_batch(sql)
+            let ran = c.execute_batch(sql);
+            self.note_zone(c, sql);
+            ran
         })
     }
 
     /// Runs `sql` once per parameter sequence of `seq_of_params`, many statements to a
-    /// message (see `writerlock::pg::many`); returns the rows changed in all. `within` and
+    /// message (see `writerlock::pg::many`); returns the rows changed in all (-1 when the statement counts no rows). `within` and
     /// `begin` as for `execute`.
     #[pyo3(signature = (sql, seq_of_params, within = None, begin = false))]
     fn execute_many<'py>(
@@ -359,10 +443,13 @@ impl PgSession {
         seq_of_params: &Bound<'py, PyAny>,
         within: Option<u64>,
         begin: bool,
-    ) -> PyResult<u64> {
+    ) -> PyResult<i64> {
         let mut rows = Vec::new();
         for params in seq_of_params.try_iter()? {
             let params = params?;
+            if rows.is_empty() {
+                dbapi::check_pyformat(sql, Some(&params))?;
+            }
             rows.push(to_values(Some(&params))?);
         }
         self.with(py, |c| {
@@ -374,7 +461,16 @@ impl PgSession {
             if begin {
                 self.begin_implicit(c)?;
             }
-            c.execute_many(sql, &rows)
+            let ran = c.execute_many(sql, &rows);
+            self.note_zone(c, sql);
+            ran
+        })
+        .map(|changed| {
+            if dbapi::counts_rows(sql) {
+                i64::try_from(changed).unwrap_or(i64::MAX)
+            } else {
+                -1
+            }
         })
     }
 
@@ -384,22 +480,49 @@ impl PgSession {
     /// when the open implicit transaction has uncommitted changes (left as they are), `True`
     /// otherwise.
     fn release_for_write(&self, py: Python<'_>) -> PyResult<bool> {
-        self.with(py, |c| {
-            let serial = self.implicit.load(Ordering::Relaxed);
-            if serial == 0 || !c.in_transaction_serial(serial) {
-                return Ok(true);
+        self.with(py, |c| self.make_way(c))
+    }
+
+    /// Opens a write transaction in one call: makes way for it as `release_for_write`
+    /// does, then starts it as `begin_write` does. Returns `None` (and starts nothing) when
+    /// the open implicit transaction has uncommitted changes, else `(serial, waits, floor,
+    /// refused)` with the write transaction's number (see `transaction_serial`).
+    pub(crate) fn open_write(&self, py: Python<'_>) -> PyResult<Option<OpenedWrite>> {
+        let started = self.with(py, |c| {
+            if !self.make_way(c)? {
+                return Ok(None);
             }
-            let rows = c.execute("SELECT txid_current_if_assigned() IS NULL", &[])?;
-            let read_only = rows
-                .first()
-                .and_then(|r| r.get(0))
-                .and_then(pg::Value::as_bool)
-                .unwrap_or(false);
-            if read_only {
-                c.rollback()?;
+            let start = c.begin_write()?;
+            Ok(Some((c.transaction_serial(), start)))
+        })?;
+        Ok(started.map(|(serial, start)| {
+            (
+                serial,
+                start.waits(),
+                start.floor(),
+                refused_tuples(start.refused()),
+            )
+        }))
+    }
+
+    /// A number that moves whenever the session's `TimeZone` may have changed since it was
+    /// last read: after a statement that may set it (`SET TIME ZONE`, `RESET`, `DISCARD`...)
+    /// and again after the transaction it ran in ended. A cached zone read at the same
+    /// number is still the session's.
+    #[getter]
+    fn zone_epoch(&self, py: Python<'_>) -> u64 {
+        let tx = self.zone_tx.load(Ordering::Relaxed);
+        if tx != 0 {
+            let ended = py.detach(|| match &*self.slot() {
+                Slot::Open(conn) => !conn.in_transaction_serial(tx),
+                Slot::Gone(_) => true,
+            });
+            if ended {
+                self.zone_tx.store(0, Ordering::Relaxed);
+                self.zone_epoch.fetch_add(1, Ordering::Relaxed);
             }
-            Ok(read_only)
-        })
+        }
+        self.zone_epoch.load(Ordering::Relaxed)
     }
 
     /// Whether the open transaction is the implicit one `execute(begin=True)` opened.
@@ -427,12 +550,12 @@ impl PgSession {
     }
 
     /// Commits the open transaction (nothing when none is open).
-    fn commit(&self, py: Python<'_>) -> PyResult<()> {
+    pub(crate) fn commit(&self, py: Python<'_>) -> PyResult<()> {
         self.with(py, |c| c.commit())
     }
 
     /// Rolls back the open transaction (nothing when none is open).
-    fn rollback(&self, py: Python<'_>) -> PyResult<()> {
+    pub(crate) fn rollback(&self, py: Python<'_>) -> PyResult<()> {
         self.with(py, |c| c.rollback())
     }
 

@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import re
 import time
 import zoneinfo
 from dataclasses import dataclass
@@ -287,15 +286,6 @@ NUMBER = DBAPITypeObject("NUMBER", "int2", "int4", "int8", "float4", "float8", "
 DATETIME = DBAPITypeObject("DATETIME", "date", "time", "timetz", "timestamp", "timestamptz", "interval")
 ROWID = DBAPITypeObject("ROWID", "oid", "tid")
 
-_INSERT = re.compile(r"\A(?:\s+|--[^\n]*(?:\n|\Z)|/\*.*?\*/)*INSERT\b", re.IGNORECASE | re.DOTALL)
-# Statements whose command tag counts rows (rowcount); the others (DDL, SET...) give -1.
-_COUNTS = re.compile(
-    r"\A(?:\s+|--[^\n]*(?:\n|\Z)|/\*.*?\*/|\()*"
-    r"(?:INSERT|UPDATE|DELETE|MERGE|COPY|MOVE|FETCH|SELECT|WITH|VALUES|TABLE|EXECUTE)\b",
-    re.IGNORECASE | re.DOTALL,
-)
-# Statements that may change the session's TimeZone (read again before the next timestamptz).
-_ZONE_CHANGE = re.compile(r"time\s*zone|\breset\b|\bdiscard\b", re.IGNORECASE)
 _ZONED = frozenset(("timestamptz", "_timestamptz"))
 
 
@@ -327,43 +317,6 @@ def _localized(value: Any, zone: datetime.tzinfo) -> Any:
     if isinstance(value, list):
         return [_localized(v, zone) for v in value]
     return value
-
-
-def _pyformat_error(marker: str) -> ProgrammingError:
-    if marker.startswith("%("):
-        how = (
-            f"write ? where it says {marker} and pass the values as a tuple, in the order of "
-            "the ?s"
-        )
-    else:
-        how = f"write ? where it says {marker} and pass the values as a tuple"
-    return ProgrammingError(
-        f"the statement uses {marker}, psycopg's placeholder style; writerlock.postgres takes "
-        f"? placeholders (or $1, $2, ...): {how}, for example "
-        "conn.execute(\"UPDATE t SET x = ? WHERE id = ?\", (x, id))"
-    )
-
-
-def _check_placeholders(sql: str, params: Any) -> None:
-    """Answers psycopg's ``%s`` / ``%(name)s`` with a client error that says to use ``?``,
-    before anything is sent, when parameters are given for them."""
-    marker = _native.pg_pyformat_marker(sql)
-    if marker is None:
-        return
-    if isinstance(params, dict) or (params and not _native.pg_has_placeholders(sql)):
-        raise _pyformat_error(marker)
-
-
-def _lastrowid(sql: str, description: Any, rows: List[Tuple[Any, ...]]) -> Optional[int]:
-    """The row id the server gave: the one integer an ``INSERT ... RETURNING id`` of one row
-    returned. Postgres has no implicit row id, so any other statement gives ``None``."""
-    if description is None or len(description) != 1 or len(rows) != 1:
-        return None
-    value = rows[0][0]
-    if isinstance(value, bool) or not isinstance(value, int):
-        return None
-    return value if _INSERT.match(sql) else None
-
 
 
 def _settings(version: int, required: int, options: Mapping[str, Any]) -> _native.PgSettings:
@@ -501,39 +454,53 @@ class Cursor:
     def execute(self, sql: str, params: Params = (), *, _within: Optional[int] = None) -> "Cursor":
         """Runs one statement with ``?`` or ``$n`` placeholders. Unless the connection is in
         autocommit mode, a transaction is opened first when none is open."""
-        self._check_open()
-        description, rows, affected = self._run(sql, params, _within)
-        if description is not None:
-            self._rows = rows
-            self.rowcount = len(rows)
-        else:
-            self._rows = None
-            self.rowcount = affected if _COUNTS.match(sql) else -1
-        self.lastrowid = _lastrowid(sql, description, rows)
+        if self._closed:
+            self._check_open()
+        description, rows, self.rowcount, self.lastrowid = self._run(sql, params, _within)
+        self._rows = None if description is None else rows
         self.description = description
         self._pos = 0
         return self
 
+    @classmethod
+    def _from_result(
+        cls,
+        connection: "Connection",
+        description: Any,
+        rows: List[Tuple[Any, ...]],
+        rowcount: int,
+        lastrowid: Optional[int],
+    ) -> "Cursor":
+        """A cursor holding the result of a statement a write ran (see ``PgSession.execute``)."""
+        cur = cls(connection)
+        if description is not None and rows:
+            description, rows, rowcount, lastrowid = cur._settle(
+                (description, rows, rowcount, lastrowid)
+            )
+        cur._rows = None if description is None else rows
+        cur.description = description
+        cur.rowcount = rowcount
+        cur.lastrowid = lastrowid
+        return cur
+
     def _run(
         self, sql: str, params: Params, within: Optional[int]
-    ) -> Tuple[Any, List[Tuple[Any, ...]], int]:
+    ) -> Tuple[Any, List[Tuple[Any, ...]], int, Optional[int]]:
         """Runs one statement (opening the implicit transaction unless in autocommit mode or
-        inside a write); timestamptz values come in the session's TimeZone."""
+        inside a write); returns ``(description, rows, rowcount, lastrowid)``, timestamptz
+        values in the session's TimeZone."""
         if not isinstance(sql, str):
             raise TypeError(f"sql must be a str, not {type(sql).__name__}")
-        _check_placeholders(sql, params)
         conn = self.connection
-        begin = within is None and not conn._autocommit
-        try:
-            description, rows, affected = conn._session.execute(sql, params, within, begin)
-        except ProgrammingError as err:
-            marker = _native.pg_pyformat_marker(sql) if err.sqlstate == "42601" else None
-            if marker is not None:
-                raise _pyformat_error(marker) from err
-            raise
-        finally:
-            if _ZONE_CHANGE.search(sql):
-                conn._zone = None
+        result = conn._session.execute(sql, params, within, within is None and not conn._autocommit)
+        return self._settle(result)
+
+    def _settle(
+        self, result: Tuple[Any, List[Tuple[Any, ...]], int, Optional[int]]
+    ) -> Tuple[Any, List[Tuple[Any, ...]], int, Optional[int]]:
+        """``PgSession.execute``'s result with timestamptz values in the session's TimeZone."""
+        description, rows, rowcount, lastrowid = result
+        conn = self.connection
         if description is not None and rows:
             zoned = [i for i, d in enumerate(description) if d[1] in _ZONED]
             if zoned:
@@ -542,7 +509,7 @@ class Cursor:
                     tuple(_localized(v, zone) if i in zoned else v for i, v in enumerate(row))
                     for row in rows
                 ]
-        return description, rows, affected
+        return description, rows, rowcount, lastrowid
 
     def executemany(
         self, sql: str, seq_of_params: Iterable[Params], *, _within: Optional[int] = None
@@ -557,16 +524,13 @@ class Cursor:
         if _within is not None or not conn._autocommit:
             if not isinstance(sql, str):
                 raise TypeError(f"sql must be a str, not {type(sql).__name__}")
-            if not isinstance(seq_of_params, (list, tuple)):
-                seq_of_params = list(seq_of_params)
-            if seq_of_params:
-                _check_placeholders(sql, seq_of_params[0])
-            changed = conn._session.execute_many(sql, seq_of_params, _within, _within is None)
+            self.rowcount = conn._session.execute_many(
+                sql, seq_of_params, _within, _within is None
+            )
             self.description = None
             self._rows = None
             self._pos = 0
             self.lastrowid = None
-            self.rowcount = changed if _COUNTS.match(sql) else -1
             return self
         total = 0
         for params in seq_of_params:
@@ -699,7 +663,7 @@ class ServerCursor(Cursor):
     def _fetch(self, count: Optional[int]) -> None:
         """Replaces the buffer with the next ``count`` rows (all the rest for ``None``)."""
         how = "ALL" if count is None else str(max(count, 1))
-        description, rows, _ = self._run(
+        description, rows, _, _ = self._run(
             f"FETCH FORWARD {how} FROM {self._ident}", None, self._within
         )
         self.description = description
@@ -764,7 +728,7 @@ class ServerCursor(Cursor):
                 super().close()
 
 
-class Write:
+class Write(_native.PgWrite):
     """A write transaction: ``with conn.write(ledger) as w:``.
 
     On entry it sets up the schema once per address per process, takes the writer lock as
@@ -782,80 +746,29 @@ class Write:
     there is nothing to raise and ``w.alerts`` is empty).
     """
 
-    def __init__(
-        self,
-        connection: "Connection",
-        ledger: Optional[str] = None,
-        existing_alerts: _ExistingAlerts = None,
-    ) -> None:
-        self.connection = connection
-        self.ledger = ledger
-        self.waits: int = 0
-        self.floor: Optional[int] = None
-        self.refused: List[RefusedWriter] = []
-        self.alerts: List[str] = []
-        self._existing = existing_alerts
-        self._open = False
-        self._serial: Optional[int] = None
+    if TYPE_CHECKING:  # the native base class runs these
 
-    def __enter__(self) -> "Write":
-        if self._open:
-            raise ProgrammingError("this write is already open; use a new conn.write()")
-        session = self.connection._session
-        self.connection._make_way_for_write()
-        waits, floor, refused = session.begin_write()
-        self._serial = session.transaction_serial
-        self._open = True
-        try:
-            self.waits = waits
-            self.floor = floor
-            if refused:
-                self.refused = [RefusedWriter(*r) for r in refused]
-                existing = self._existing
-                if callable(existing):
-                    existing = existing(self.connection, self.ledger)
-                self.alerts = new_alerts(self.refused, existing or ())
-            else:
-                # Nothing to report: no alert rules to apply.
-                self.refused = []
-                self.alerts = []
-        except BaseException:
-            self._open = False
-            with contextlib.suppress(Exception):
-                self.connection._session.rollback()
-            raise
-        return self
+        @property
+        def connection(self) -> "Connection": ...
+        @property
+        def refused(self) -> List[RefusedWriter]: ...
+        def __enter__(self) -> "Write": ...
+        def execute(self, sql: str, params: Params = None) -> Cursor:
+            """Runs one statement inside the write. Once the write's transaction ended (its
+            block is over, or ``conn.commit()`` ran inside it) this raises
+            :class:`ProgrammingError` and runs nothing: a write never runs outside its
+            lock."""
+            ...
 
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Literal[False]:
-        if not self._open:
-            return False
-        self._open = False
-        if exc_type is None:
-            self.connection._session.commit()
-        else:
-            try:
-                self.connection._session.rollback()
-            except Exception as rollback_error:
-                add_note = getattr(exc, "add_note", None)
-                if add_note is not None:
-                    add_note(f"writerlock: the rollback failed too: {rollback_error}")
-        return False
-
-    def _within(self) -> int:
-        if not self._open or self._serial is None:
-            raise ProgrammingError(
-                _native.pg_write_ended_message(
-                    "its with block is over", "start a new one with conn.write()"
-                ),
-                "25000",
-            )
-        return self._serial
-
-    def execute(self, sql: str, params: Params = ()) -> Cursor:
-        """Runs one statement inside the write. Once the write's transaction ended (its
-        block is over, or ``conn.commit()`` ran inside it) this raises
-        :class:`ProgrammingError` and runs nothing: a write never runs outside its lock."""
-        return Cursor(self.connection).execute(sql, params, _within=self._within())
+    def _report(
+        self, refused: List[Tuple[str, int, int, int]], existing: _ExistingAlerts
+    ) -> Tuple[List[RefusedWriter], List[str]]:
+        """The refused writers and the alerts to raise for them (called on entry, under the
+        writer lock, only when a refused writer is connected)."""
+        writers = [RefusedWriter(*r) for r in refused]
+        if callable(existing):
+            existing = existing(self.connection, self.ledger)
+        return writers, new_alerts(writers, existing or ())
 
     def executemany(self, sql: str, seq_of_params: Iterable[Params]) -> Cursor:
         """Runs one statement per parameter sequence inside the write."""
@@ -911,6 +824,7 @@ class Connection:
         settings = _settings(version, required, options)
         self._autocommit = bool(autocommit)
         self._zone: Optional[datetime.tzinfo] = None
+        self._zone_epoch = -1
         self._session = _native.PgSession.connect(_check_dsn(dsn), settings)
 
     @classmethod
@@ -919,6 +833,7 @@ class Connection:
         conn._session = session
         conn._autocommit = bool(autocommit)
         conn._zone = None
+        conn._zone_epoch = -1
         return conn
 
     @property
@@ -943,24 +858,22 @@ class Connection:
         can take the writer lock as its first statement; raises when it has uncommitted
         changes."""
         if not self._session.release_for_write():
-            raise ProgrammingError(
-                "the connection has uncommitted changes from before this write, and a write's "
-                "first statement must be the writer lock: call conn.commit() or "
-                "conn.rollback() before conn.write() (reads alone are no obstacle)",
-                "25001",
-            )
+            raise ProgrammingError(_native.PG_UNCOMMITTED_BEFORE_WRITE, "25001")
 
     def _session_zone(self) -> datetime.tzinfo:
-        """The session's ``TimeZone``, read once and again after a statement that may change
-        it; UTC when Python does not know its name."""
+        """The session's ``TimeZone``, read once, and again after a statement that may have
+        changed it or after the transaction such a statement ran in ended; UTC when Python
+        does not know its name."""
+        epoch = self._session.zone_epoch
         zone = self._zone
-        if zone is None:
+        if zone is None or epoch != self._zone_epoch:
             name = self._session.show("TimeZone") or "UTC"
             try:
                 zone = zoneinfo.ZoneInfo(name)
             except Exception:
                 zone = datetime.timezone.utc
             self._zone = zone
+            self._zone_epoch = epoch
         return zone
 
     # statements
@@ -990,11 +903,7 @@ class Connection:
         """Runs a script of statements without parameters (DDL, for example)."""
         if not isinstance(sql, str):
             raise TypeError(f"sql must be a str, not {type(sql).__name__}")
-        try:
-            self._session.execute_batch(sql, None, not self._autocommit)
-        finally:
-            if _ZONE_CHANGE.search(sql):
-                self._zone = None
+        self._session.execute_batch(sql, None, not self._autocommit)
         return Cursor(self)
 
     # transactions
@@ -1014,7 +923,6 @@ class Connection:
 
     def rollback(self) -> None:
         """Rolls back the open transaction; nothing when none is open."""
-        self._zone = None
         self._session.rollback()
 
     def write(
