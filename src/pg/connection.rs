@@ -32,6 +32,7 @@ use postgres::{NoTls, SimpleQueryMessage};
 use super::address::{Address, TargetSession};
 use super::error::{commit_failure, describe, Error};
 use super::placeholder::{may_return_rows, parameter_count, translate};
+use super::prepared::{drops_prepared, Plan, Prepared};
 use super::settings::{verify_checks, Settings};
 pub use super::settings::{SettingCheck, SettingStatus};
 use super::socket::{Peer, SessionSocket};
@@ -90,6 +91,9 @@ pub struct Connection {
     /// The session's own socket, when it could be told apart (see [`super::socket`]).
     socket: Option<SessionSocket>,
     released: bool,
+    /// The statements kept prepared on the server (only while `socket` is known: the
+    /// session talks to the server directly).
+    prepared: Prepared,
 }
 
 impl Drop for Connection {
@@ -102,8 +106,10 @@ impl Drop for Connection {
             socket.release();
         }
         if self.owner != crate::process::current_pid() {
-            // A child after fork(): closing would send the parent's session a Terminate.
-            // The child's copy of the socket closes with the process; the parent keeps it.
+            // A child after fork(): closing would send the parent's session a Terminate,
+            // and closing its kept statements would close the parent's. The child's copy
+            // of the socket closes with the process; the parent keeps it.
+            std::mem::forget(self.prepared.take_all());
             return;
         }
         // SAFETY: `released` guards this; the client is taken out exactly once, here or in
@@ -446,6 +452,7 @@ impl Connection {
             via_proxy: false,
             socket: None,
             released: false,
+            prepared: Prepared::default(),
         };
         let first = conn.execute(
             "SELECT pg_backend_pid(), inet_server_port(), inet_client_port()",
@@ -681,6 +688,7 @@ impl Connection {
             .usable()
             .and_then(|()| self.not_ended())
             .and_then(|()| {
+                self.mind_prepared(sql);
                 self.client
                     .simple_query(sql)
                     .map_err(Error::from_driver)
@@ -826,7 +834,19 @@ impl Connection {
     fn simple(&mut self, sql: &str) -> Result<(), Error> {
         self.usable()?;
         self.not_ended()?;
+        self.mind_prepared(sql);
         self.client.batch_execute(sql).map_err(Error::from_driver)
+    }
+
+    /// Before `sql` runs: when it may drop the server's prepared statements (`DISCARD ALL`,
+    /// `DEALLOCATE`), forgets the kept ones (see [`super::prepared`]); returns whether it
+    /// did.
+    fn mind_prepared(&mut self, sql: &str) -> bool {
+        let drops = drops_prepared(sql);
+        if drops {
+            self.prepared.clear();
+        }
+        drops
     }
 
     fn query(
@@ -846,13 +866,47 @@ impl Connection {
                 given: params.len(),
             });
         }
-        // One unnamed statement, one round trip: each parameter declares the type of its
-        // value (see `Value::declared_type`), in text format except bytes.
-        let typed = params.iter().map(|v| (v, v.declared_type()));
-        let mut iter = self
-            .client
-            .query_typed_raw(sql, typed)
-            .map_err(Error::from_driver)?;
+        // Each parameter declares the type of its value (see `Value::declared_type`), in
+        // text format except bytes.
+        let types: Vec<Type> = params.iter().map(Value::declared_type).collect();
+        // A session that talks to the server directly keeps the statements it runs often
+        // prepared (see `prepared`); behind a pooler, every statement is unnamed.
+        let plan = if self.socket.is_some() && !self.mind_prepared(sql) {
+            self.prepared.plan(sql, &types)
+        } else {
+            Plan::Unnamed
+        };
+        let statement = match plan {
+            Plan::Kept(statement) => Some(statement),
+            Plan::Prepare => match self.client.prepare_typed(sql, &types) {
+                Ok(statement) => {
+                    self.prepared.keep(sql, &types, statement.clone());
+                    Some(statement)
+                }
+                Err(err) => {
+                    self.prepared.forget(sql, &types);
+                    return Err(Error::from_driver(err));
+                }
+            },
+            Plan::Unnamed => None,
+        };
+        let kept = statement.is_some();
+        let prepared = &mut self.prepared;
+        let mut iter = match &statement {
+            Some(statement) => self.client.query_raw(statement, params.iter()),
+            // One unnamed statement, one round trip.
+            None => self
+                .client
+                .query_typed_raw(sql, params.iter().map(|v| (v, v.declared_type()))),
+        }
+        .map_err(|err| {
+            if kept {
+                // The server refused the kept statement (dropped, or its result type
+                // changed): prepare it again later.
+                prepared.forget(sql, &types);
+            }
+            Error::from_driver(err)
+        })?;
         let mut columns: Option<(Vec<Column>, Vec<Type>)> = None;
         let mut failed: Option<Error> = None;
         // Rows with OID-alias columns (`regclass`...) wait until their names are looked up.
@@ -911,11 +965,17 @@ impl Connection {
                 return Err(e);
             }
         }
-        let columns = match columns {
-            Some((c, _)) => c,
-            // No row came back: describe the statement (no rows run) for its columns.
-            None if may_return_rows(sql) => self.describe_columns(sql, params)?,
-            None => Vec::new(),
+        let columns = match (columns, statement) {
+            (Some((c, _)), _) => c,
+            // No row came back: a kept statement was described when it was prepared.
+            (None, Some(statement)) => statement
+                .columns()
+                .iter()
+                .map(|c| Column::new(c.name(), c.type_()))
+                .collect(),
+            // Else describe the statement (no rows run) for its columns.
+            (None, None) if may_return_rows(sql) => self.describe_columns(sql, params)?,
+            (None, None) => Vec::new(),
         };
         Ok((columns, affected))
     }

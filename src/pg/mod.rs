@@ -50,6 +50,7 @@ pub mod floor;
 pub mod many;
 pub mod placeholder;
 pub mod pool;
+pub mod prepared;
 pub mod protocol;
 pub mod settings;
 mod socket;
