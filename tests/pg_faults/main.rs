@@ -454,6 +454,11 @@ fn writers_behind_pgbouncer(mode: &str) -> Result<(), String> {
                         write.execute(&sql, &[Value::Int(w), Value::Int(n)])?;
                         write.commit()?;
                     }
+                    // Behind a pooler no statement is kept prepared: a name could meet
+                    // another client's session on a shared server connection.
+                    let kept = conn.execute("SELECT count(*) FROM pg_prepared_statements", &[])?;
+                    let kept = kept.first().and_then(|r| r.get(0)).and_then(Value::as_i64);
+                    assert_eq!(kept, Some(0), "a statement was prepared through the pooler");
                     conn.close()
                 })
             })
