@@ -93,3 +93,31 @@ def test_a_child_after_fork_leaves_the_parents_statements(pg_db) -> None:  # typ
     with c.write("main") as w:
         assert w.execute(UPDATE, ("main",)).rowcount == 1
     assert c.execute("SELECT generation FROM ledgers").fetchone() == (8,)
+
+
+def test_the_floor_check_is_prepared_and_survives_losing_it(pg_db) -> None:  # type: ignore[no-untyped-def]
+    c = _ready(pg_db)
+    for _ in range(2):  # the first write scans for refused writers; the second prepares
+        with c.write("main") as w:
+            w.execute(UPDATE, ("main",))
+    assert "writerlock_floor_check" in [
+        r[0] for r in c.execute("SELECT name FROM pg_prepared_statements").fetchall()
+    ]
+    # Something the connection cannot see drops it (a function, say): the next write
+    # starts again with the check as text, writes, and the one after prepares it again.
+    c.execute("DO $$ BEGIN EXECUTE 'DEALLO' || 'CATE writerlock_floor_check'; END $$")
+    with c.write("main") as w:
+        assert w.floor == 1
+        w.execute(UPDATE, ("main",))
+    with c.write("main") as w:
+        w.execute(UPDATE, ("main",))
+    assert "writerlock_floor_check" in [
+        r[0] for r in c.execute("SELECT name FROM pg_prepared_statements").fetchall()
+    ]
+    # The prepared check still refuses a writer below a raised floor.
+    admin = pg_db.connect()
+    admin.execute("UPDATE writer_floor SET version = 2 WHERE name = 'ledger'")
+    with pytest.raises(postgres.Refused):
+        with c.write("main") as w:
+            w.execute(UPDATE, ("main",))
+    assert c.execute("SELECT generation FROM ledgers").fetchone() == (4,)

@@ -94,6 +94,9 @@ pub struct Connection {
     /// The statements kept prepared on the server (only while `socket` is known: the
     /// session talks to the server directly).
     prepared: Prepared,
+    /// Whether the writer protocol's floor check is prepared on this session (`None`: not
+    /// tried; `Some(false)`: preparing it failed, the check runs unprepared).
+    pub(crate) floor_check_prepared: Option<bool>,
 }
 
 impl Drop for Connection {
@@ -453,6 +456,7 @@ impl Connection {
             socket: None,
             released: false,
             prepared: Prepared::default(),
+            floor_check_prepared: None,
         };
         let first = conn.execute(
             "SELECT pg_backend_pid(), inet_server_port(), inet_client_port()",
@@ -838,6 +842,19 @@ impl Connection {
         self.client.batch_execute(sql).map_err(Error::from_driver)
     }
 
+    /// Whether this session talks to the server directly: it found its own socket, whose
+    /// port is the one the server sees the session come from. Only such a session keeps
+    /// statements prepared.
+    pub(crate) fn is_direct(&self) -> bool {
+        self.socket.is_some()
+    }
+
+    /// Runs `sql` as one simple-query message outside the connection's transaction
+    /// tracking (for statements that leave the transaction as it is, such as `PREPARE`).
+    pub(crate) fn run_untracked(&mut self, sql: &str) -> Result<(), Error> {
+        self.simple(sql)
+    }
+
     /// Before `sql` runs: when it may drop the server's prepared statements (`DISCARD ALL`,
     /// `DEALLOCATE`), forgets the kept ones (see [`super::prepared`]); returns whether it
     /// did.
@@ -845,6 +862,7 @@ impl Connection {
         let drops = drops_prepared(sql);
         if drops {
             self.prepared.clear();
+            self.floor_check_prepared = None;
         }
         drops
     }
@@ -871,7 +889,7 @@ impl Connection {
         let types: Vec<Type> = params.iter().map(Value::declared_type).collect();
         // A session that talks to the server directly keeps the statements it runs often
         // prepared (see `prepared`); behind a pooler, every statement is unnamed.
-        let plan = if self.socket.is_some() && !self.mind_prepared(sql) {
+        let plan = if self.is_direct() && !self.mind_prepared(sql) {
             self.prepared.plan(sql, &types)
         } else {
             Plan::Unnamed

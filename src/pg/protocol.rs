@@ -56,8 +56,9 @@ use super::floor::{owner_step, SchemaCheck};
 use super::settings::{verify_checks, SettingStatus};
 use super::settings::{Settings, VERSION_SETTING};
 pub use super::sql::{
-    floor_check_sql, floor_check_sql_without_scan, store_floor_sql, ANY_REFUSED_SQL,
-    SETUP_LIMIT_SQL, WRITER_LOCK_SQL,
+    floor_check_sql, floor_check_sql_without_scan, prepare_floor_check_sql, store_floor_sql,
+    ANY_REFUSED_SQL, EXECUTE_FLOOR_CHECK_SQL, FLOOR_CHECK_STATEMENT, SETUP_LIMIT_SQL,
+    WRITER_LOCK_SQL,
 };
 use super::sql::{
     refusal_lock_sql, refusal_lock_sql_if_direct, REFUSED_WRITERS_SQL, SCHEMA_CHECK_SQL, SCHEMA_SQL,
@@ -423,6 +424,9 @@ pub struct Protocol {
     set_up: bool,
     /// The refusal count at which the host last found no refused writer's lock held.
     known_clean: Option<i64>,
+    /// Whether the host's session has the floor check prepared (see
+    /// [`Protocol::floor_check_prepared`]).
+    floor_prepared: bool,
 }
 
 impl Protocol {
@@ -449,7 +453,27 @@ impl Protocol {
             return self;
         }
         self.known_clean = count;
-        // A start already handed out in one message carries the floor check: write it again.
+        self.rewrite_first_start();
+        self
+    }
+
+    /// Tells a write that the host's session has [`prepare_floor_check_sql`] in effect: a
+    /// write that knows a clean refusal count ([`Protocol::known_clean`]) then runs its
+    /// floor check as [`EXECUTE_FLOOR_CHECK_SQL`] in its first message, and the server
+    /// does not parse and plan it again while every other writer waits for the lock. The
+    /// same four columns come back. Only for a session that talks to the server directly:
+    /// behind a pooler the next transaction may meet a server connection without it.
+    pub fn floor_check_prepared(mut self, prepared: bool) -> Protocol {
+        if self.floor_prepared == prepared {
+            return self;
+        }
+        self.floor_prepared = prepared;
+        self.rewrite_first_start();
+        self
+    }
+
+    /// Writes a start already handed out in one message again (it carries the floor check).
+    fn rewrite_first_start(&mut self) {
         if let Some(Step::Run(first)) = &self.first {
             if first.kind() == StatementKind::StartWrite {
                 let begin = first.opens_transaction();
@@ -458,7 +482,6 @@ impl Protocol {
                 self.first = Some(again);
             }
         }
-        self
     }
 
     /// The floor check this write runs: without the scan when the host knows a clean count.
@@ -489,6 +512,7 @@ impl Protocol {
             stored: false,
             set_up: false,
             known_clean: None,
+            floor_prepared: false,
         };
         let first = match tx {
             TxState::OpenUsed => p.fail(Error::AlreadyInTransaction),
@@ -775,11 +799,14 @@ impl Protocol {
 
     fn start_write(&mut self, begin: bool) -> Step {
         self.attempt += 1;
-        // The floor check as in `floor_check`: without the scan when a clean count is known.
+        // The floor check as in `floor_check`: without the scan when a clean count is known,
+        // then prepared when the host's session has it.
         let check = if self.goal == Goal::Lock {
             0
         } else if self.known_clean.is_none() {
             1
+        } else if self.floor_prepared {
+            3
         } else {
             2
         };
@@ -826,10 +853,11 @@ impl Protocol {
 }
 
 /// A write's start as one message: `BEGIN` (when `begin`), the writer lock, and then
-/// `check`: 0 nothing, 1 [`floor_check_sql`], 2 [`floor_check_sql_without_scan`]. Each of
-/// the six texts is made once per process, not per write.
+/// `check`: 0 nothing, 1 [`floor_check_sql`], 2 [`floor_check_sql_without_scan`], 3
+/// [`EXECUTE_FLOOR_CHECK_SQL`]. Each of the eight texts is made once per process, not per
+/// write.
 fn start_write_sql(begin: bool, check: usize) -> &'static str {
-    static TEXTS: LazyLock<[[String; 3]; 2]> = LazyLock::new(|| {
+    static TEXTS: LazyLock<[[String; 4]; 2]> = LazyLock::new(|| {
         let text = |begin: bool, check: Option<&str>| {
             let mut sql = String::new();
             if begin {
@@ -846,10 +874,11 @@ fn start_write_sql(begin: bool, check: usize) -> &'static str {
             None,
             Some(floor_check_sql()),
             Some(floor_check_sql_without_scan()),
+            Some(EXECUTE_FLOOR_CHECK_SQL),
         ];
         [false, true].map(|begin| checks.map(|check| text(begin, check)))
     });
-    &TEXTS[usize::from(begin)][check.min(2)]
+    &TEXTS[usize::from(begin)][check.min(3)]
 }
 
 #[cfg(test)]
@@ -1196,6 +1225,73 @@ mod tests {
             panic!("{step:?}")
         };
         (kinds, start)
+    }
+
+    #[test]
+    fn a_prepared_floor_check_runs_as_execute_once_a_clean_count_is_known() {
+        let first_sql = |p: Protocol| {
+            let mut p = p;
+            match p.start() {
+                Step::Run(s) => (s.kind(), s.sql().to_string()),
+                other => panic!("{other:?}"),
+            }
+        };
+        let settings = Settings::new();
+        let one = |tx| Protocol::write_in_one_message(&settings, tx);
+        // Known count and prepared: EXECUTE, after BEGIN and the lock, in one message.
+        let (kind, sql) = first_sql(
+            one(TxState::Idle)
+                .known_clean(Some(3))
+                .floor_check_prepared(true),
+        );
+        assert_eq!(kind, StatementKind::StartWrite);
+        assert_eq!(
+            sql,
+            format!("BEGIN; {WRITER_LOCK_SQL}; {EXECUTE_FLOOR_CHECK_SQL}")
+        );
+        // Either order of the builders gives the same message.
+        let (_, other) = first_sql(
+            one(TxState::Idle)
+                .floor_check_prepared(true)
+                .known_clean(Some(3)),
+        );
+        assert_eq!(other, sql);
+        // No known count: the check scans, as text (the prepared one does not scan).
+        let (_, sql) = first_sql(one(TxState::Idle).floor_check_prepared(true));
+        assert!(sql.ends_with(floor_check_sql()), "{sql}");
+        // Not prepared: the text without the scan.
+        let (_, sql) = first_sql(one(TxState::OpenUnused).known_clean(Some(3)));
+        assert_eq!(
+            sql,
+            format!("{WRITER_LOCK_SQL}; {}", floor_check_sql_without_scan())
+        );
+        // What gets prepared is that same text, under the name EXECUTE runs.
+        assert_eq!(
+            prepare_floor_check_sql(),
+            format!(
+                "PREPARE {FLOOR_CHECK_STATEMENT} AS {}",
+                floor_check_sql_without_scan()
+            )
+        );
+        assert_eq!(
+            EXECUTE_FLOOR_CHECK_SQL,
+            format!("EXECUTE {FLOOR_CHECK_STATEMENT}")
+        );
+        // The reply is read the same way.
+        let (kinds, start) = {
+            let (kinds, step) = drive(
+                one(TxState::Idle)
+                    .known_clean(Some(7))
+                    .floor_check_prepared(true),
+                vec![check_row(Some(1), "1", Some(7))],
+            );
+            let Step::Granted(start) = step else {
+                panic!("{step:?}")
+            };
+            (kinds, start)
+        };
+        assert_eq!(kinds, [StatementKind::StartWrite]);
+        assert_eq!((start.floor(), start.refusals_clean()), (Some(1), Some(7)));
     }
 
     #[test]

@@ -198,6 +198,27 @@ pub fn floor_check_sql_without_scan() -> &'static str {
     &SQL
 }
 
+/// The name a session that talks to the server directly prepares
+/// [`floor_check_sql_without_scan`] under, so the check runs under the writer lock
+/// without being parsed and planned again ([`EXECUTE_FLOOR_CHECK_SQL`]).
+pub const FLOOR_CHECK_STATEMENT: &str = "writerlock_floor_check";
+
+/// Prepares [`floor_check_sql_without_scan`] as [`FLOOR_CHECK_STATEMENT`] (once per
+/// session; a prepared statement outlives the transaction it was made in).
+pub fn prepare_floor_check_sql() -> &'static str {
+    static SQL: LazyLock<String> = LazyLock::new(|| {
+        format!(
+            "PREPARE {FLOOR_CHECK_STATEMENT} AS {}",
+            floor_check_sql_without_scan()
+        )
+    });
+    &SQL
+}
+
+/// Runs the floor check [`prepare_floor_check_sql`] prepared: the same four columns as
+/// [`floor_check_sql_without_scan`].
+pub const EXECUTE_FLOOR_CHECK_SQL: &str = "EXECUTE writerlock_floor_check";
+
 /// The refusal locks held in this database (the body of [`ANY_REFUSED_SQL`]'s `EXISTS`).
 macro_rules! any_refused_scan {
     () => {

@@ -32,7 +32,8 @@ use super::connection::{Connection, Tx};
 use super::error::Error;
 use super::floor::{is_set_up, mark_set_up};
 use super::protocol::{
-    Protocol, Reply, ServerError, Statement, StatementKind, Step, TxState, WriteStart,
+    prepare_floor_check_sql, Protocol, Reply, ServerError, Statement, StatementKind, Step, TxState,
+    WriteStart,
 };
 use super::value::{Rows, Value};
 
@@ -120,18 +121,50 @@ impl Connection {
             return Err(Error::AlreadyInTransaction);
         }
         ensure_schema(self)?;
+        let prepared = self.prepare_floor_check();
+        let started = self.start_write(prepared);
+        let start = match started {
+            // The server lost the prepared check (something dropped it): start again with
+            // the check as text. The failed start was rolled back; nothing was written.
+            Err(err) if prepared && is_missing_statement(&err) => {
+                self.floor_check_prepared = None;
+                self.start_write(false)?
+            }
+            other => other?,
+        };
+        self.refusals_clean = start.refusals_clean();
+        Ok(start)
+    }
+
+    fn start_write(&mut self, floor_check_prepared: bool) -> Result<WriteStart, Error> {
         let mut protocol = Protocol::write_in_one_message(self.settings(), self.tx_state())
-            .known_clean(self.refusals_clean);
+            .known_clean(self.refusals_clean)
+            .floor_check_prepared(floor_check_prepared);
         if let Some(port) = self.dialled_port() {
             // Behind a pooler the refusal lock would stay on a server connection other
             // clients share, and name the pooler's address rather than this writer.
             protocol = protocol.dialled(port);
         }
-        let start = self.drive(&mut protocol)?.ok_or_else(|| Error::Driver {
+        self.drive(&mut protocol)?.ok_or_else(|| Error::Driver {
             reason: "the writer protocol ended a write without granting it".to_string(),
-        })?;
-        self.refusals_clean = start.refusals_clean();
-        Ok(start)
+        })
+    }
+
+    /// Whether the next write can run its floor check prepared: on a session that talks
+    /// to the server directly, once a clean refusal count is known (the first write scans
+    /// in its check), prepared once per session while no transaction is open (`PREPARE`
+    /// outlives transactions). Behind a pooler, or when preparing fails, the check runs as
+    /// text.
+    fn prepare_floor_check(&mut self) -> bool {
+        if let Some(prepared) = self.floor_check_prepared {
+            return prepared;
+        }
+        if !self.is_direct() || self.refusals_clean.is_none() || self.tx_state() != TxState::Idle {
+            return false;
+        }
+        let prepared = self.run_untracked(prepare_floor_check_sql()).is_ok();
+        self.floor_check_prepared = Some(prepared);
+        prepared
     }
 
     /// Starts a write transaction like [`Connection::begin_write`] and returns a guard that
@@ -146,6 +179,12 @@ impl Connection {
             done: false,
         })
     }
+}
+
+/// Whether `err` is the server's "prepared statement does not exist" (SQLSTATE `26000`).
+fn is_missing_statement(err: &Error) -> bool {
+    err.code()
+        .is_some_and(|c| *c == super::SqlState::INVALID_SQL_STATEMENT_NAME)
 }
 
 /// The reply for a statement that failed with `err`: the server's error, or a lost
