@@ -27,8 +27,18 @@ pub const UNCOMMITTED_BEFORE_WRITE: &str = "the connection has uncommitted chang
     before this write, and a write's first statement must be the writer lock: call \
     conn.commit() or conn.rollback() before conn.write() (reads alone are no obstacle)";
 
-/// `writerlock.postgres.Cursor._from_result`, looked up once.
-static CURSOR_FROM_RESULT: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+/// `writerlock.postgres.Cursor`, looked up once.
+static CURSOR: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+/// A new `writerlock.postgres.Cursor` on `connection`.
+fn new_cursor<'py>(py: Python<'py>, connection: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let class = CURSOR.get_or_try_init(py, || {
+        py.import("writerlock.postgres")?
+            .getattr("Cursor")
+            .map(Bound::unbind)
+    })?;
+    class.bind(py).call1((connection,))
+}
 
 /// Where a write stands; changed only with the interpreter held, never across a call.
 struct State {
@@ -38,8 +48,9 @@ struct State {
     serial: u64,
     waits: u32,
     floor: Option<i64>,
-    refused: Py<PyAny>,
-    alerts: Py<PyAny>,
+    /// The refused writers' and alerts' lists (`None`: empty, made when asked for).
+    refused: Option<Py<PyAny>>,
+    alerts: Option<Py<PyAny>>,
 }
 
 /// A write transaction on a `writerlock.postgres.Connection`.
@@ -99,8 +110,8 @@ impl PgWrite {
                 serial: 0,
                 waits: 0,
                 floor: None,
-                refused: PyList::empty(py).into_any().unbind(),
-                alerts: PyList::empty(py).into_any().unbind(),
+                refused: None,
+                alerts: None,
             }),
         })
     }
@@ -122,16 +133,16 @@ impl PgWrite {
         };
         let (refused_list, alerts) = if refused.is_empty() {
             // Nothing to report: no alert rules to apply.
-            (PyList::empty(py).into_any(), PyList::empty(py).into_any())
+            (None, None)
         } else {
             let reported = slf
                 .call_method1(
                     pyo3::intern!(py, "_report"),
                     (refused, this.existing.bind(py)),
                 )
-                .and_then(|r| r.extract::<(Bound<'_, PyAny>, Bound<'_, PyAny>)>());
+                .and_then(|r| r.extract::<(Py<PyAny>, Py<PyAny>)>());
             match reported {
-                Ok(pair) => pair,
+                Ok((refused, alerts)) => (Some(refused), Some(alerts)),
                 Err(err) => {
                     // The write never reached its block: nothing of it is kept.
                     let _ = session.rollback(py);
@@ -144,8 +155,8 @@ impl PgWrite {
         state.serial = serial;
         state.waits = waits;
         state.floor = floor;
-        state.refused = refused_list.unbind();
-        state.alerts = alerts.unbind();
+        state.refused = refused_list;
+        state.alerts = alerts;
         drop(state);
         Ok(slf)
     }
@@ -205,20 +216,12 @@ impl PgWrite {
             self.session
                 .get()
                 .execute(py, &text.to_cow()?, params, Some(serial), false)?;
-        let make = CURSOR_FROM_RESULT.get_or_try_init(py, || {
-            py.import("writerlock.postgres")?
-                .getattr("Cursor")?
-                .getattr("_from_result")
-                .map(Bound::unbind)
-        })?;
+        let cursor = new_cursor(py, self.connection.bind(py))?;
         let (description, rows, rowcount, lastrowid) = result;
-        make.bind(py).call1((
-            self.connection.bind(py),
-            description,
-            rows,
-            rowcount,
-            lastrowid,
-        ))
+        cursor.call_method1(
+            pyo3::intern!(py, "_take"),
+            (description, rows, rowcount, lastrowid),
+        )
     }
 
     /// The number of the write's transaction while it is open (for the Python subclass);
@@ -254,13 +257,21 @@ impl PgWrite {
     /// The refused writers still connected when the write started.
     #[getter]
     fn refused(&self, py: Python<'_>) -> Py<PyAny> {
-        self.state().refused.clone_ref(py)
+        let mut state = self.state();
+        state
+            .refused
+            .get_or_insert_with(|| PyList::empty(py).into_any().unbind())
+            .clone_ref(py)
     }
 
     /// The writer alert texts to raise on the ledger.
     #[getter]
     fn alerts(&self, py: Python<'_>) -> Py<PyAny> {
-        self.state().alerts.clone_ref(py)
+        let mut state = self.state();
+        state
+            .alerts
+            .get_or_insert_with(|| PyList::empty(py).into_any().unbind())
+            .clone_ref(py)
     }
 }
 

@@ -462,26 +462,24 @@ class Cursor:
         self._pos = 0
         return self
 
-    @classmethod
-    def _from_result(
-        cls,
-        connection: "Connection",
+    def _take(
+        self,
         description: Any,
         rows: List[Tuple[Any, ...]],
         rowcount: int,
         lastrowid: Optional[int],
     ) -> "Cursor":
-        """A cursor holding the result of a statement a write ran (see ``PgSession.execute``)."""
-        cur = cls(connection)
+        """Holds the result of a statement a write ran (see ``PgSession.execute``)."""
         if description is not None and rows:
-            description, rows, rowcount, lastrowid = cur._settle(
+            description, rows, rowcount, lastrowid = self._settle(
                 (description, rows, rowcount, lastrowid)
             )
-        cur._rows = None if description is None else rows
-        cur.description = description
-        cur.rowcount = rowcount
-        cur.lastrowid = lastrowid
-        return cur
+        self._rows = None if description is None else rows
+        self.description = description
+        self.rowcount = rowcount
+        self.lastrowid = lastrowid
+        self._pos = 0
+        return self
 
     def _run(
         self, sql: str, params: Params, within: Optional[int]
@@ -745,6 +743,8 @@ class Write(_native.PgWrite):
     the list the write will change, and only when a refused writer is connected (otherwise
     there is nothing to raise and ``w.alerts`` is empty).
     """
+
+    __slots__ = ()
 
     if TYPE_CHECKING:  # the native base class runs these
 
