@@ -8,12 +8,13 @@
 //! - whether it is an `INSERT` (`lastrowid`);
 //! - whether it may change the session's `TimeZone` (the cursor's cached zone is read again).
 //!
-//! These run on every statement, so they scan the text once, without regular expressions.
+//! These run on every statement, so they read the text without regular expressions or
+//! copies (see [`writerlock::pg::words`]).
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use writerlock::pg::placeholder;
+use writerlock::pg::{placeholder, words};
 
 /// The `writerlock.postgres` exception classes raised from here.
 mod pg_exceptions {
@@ -77,32 +78,6 @@ pub fn explain_syntax_error(
     }
 }
 
-/// Whether a character continues a word (as `\w` does).
-fn word_char(c: char) -> bool {
-    c.is_alphanumeric() || c == '_'
-}
-
-/// The statement's first word, after white space, `--` and `/* */` comments and (with
-/// `parens`) opening parentheses; `None` when a comment is not closed.
-fn first_word(sql: &str, parens: bool) -> Option<&str> {
-    let mut rest = sql;
-    loop {
-        let trimmed = rest.trim_start();
-        if let Some(after) = trimmed.strip_prefix("--") {
-            rest = after.find('\n').map_or("", |i| &after[i + 1..]);
-        } else if let Some(after) = trimmed.strip_prefix("/*") {
-            rest = &after[after.find("*/")? + 2..];
-        } else if parens && trimmed.starts_with('(') {
-            rest = &trimmed[1..];
-        } else {
-            rest = trimmed;
-            break;
-        }
-    }
-    let end = rest.find(|c: char| !word_char(c)).unwrap_or(rest.len());
-    Some(&rest[..end])
-}
-
 /// The commands whose tag carries a row count (DB-API `rowcount`); DDL, `SET` and the
 /// like give -1.
 const COUNTING: [&str; 12] = [
@@ -112,29 +87,24 @@ const COUNTING: [&str; 12] = [
 
 /// Whether the statement's command tag counts rows.
 pub fn counts_rows(sql: &str) -> bool {
-    first_word(sql, true).is_some_and(|w| COUNTING.iter().any(|k| w.eq_ignore_ascii_case(k)))
+    words::starts_with_any(sql, &COUNTING)
 }
 
 /// Whether the statement is an `INSERT`.
 pub fn is_insert(sql: &str) -> bool {
-    first_word(sql, false).is_some_and(|w| w.eq_ignore_ascii_case("INSERT"))
-}
-
-/// Whether `word` occurs in `lower` (ASCII-lowercased text) as a whole word.
-fn has_word(lower: &str, word: &str) -> bool {
-    lower.match_indices(word).any(|(at, _)| {
-        let before = lower[..at].chars().next_back();
-        let after = lower[at + word.len()..].chars().next();
-        !before.is_some_and(word_char) && !after.is_some_and(word_char)
-    })
+    words::starts_with_any(sql, &["INSERT"])
 }
 
 /// Whether the statement may change the session's `TimeZone` (`SET TIME ZONE`,
 /// `SET timezone`, `RESET`, `DISCARD`); a false alarm only costs one `SHOW TimeZone`.
 pub fn may_change_zone(sql: &str) -> bool {
-    let lower = sql.to_ascii_lowercase();
-    let time_zone = lower
-        .match_indices("time")
-        .any(|(at, _)| lower[at + 4..].trim_start().starts_with("zone"));
-    time_zone || has_word(&lower, "reset") || has_word(&lower, "discard")
+    let text = sql.as_bytes();
+    let time_zone = (0..text.len().saturating_sub(3)).any(|i| {
+        text[i..i + 4].eq_ignore_ascii_case(b"time") && {
+            let rest = &text[i + 4..];
+            let gap = rest.iter().take_while(|b| b.is_ascii_whitespace()).count();
+            rest.len() >= gap + 4 && rest[gap..gap + 4].eq_ignore_ascii_case(b"zone")
+        }
+    });
+    time_zone || words::mentions(sql, "reset") || words::mentions(sql, "discard")
 }

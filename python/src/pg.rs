@@ -564,17 +564,6 @@ impl PgSession {
         self.with(py, |c| c.lock_writer())
     }
 
-    /// Starts a write transaction (schema once per address, writer lock with its waits, floor
-    /// check, refused writers); returns `(waits, floor, refused)`.
-    fn begin_write(&self, py: Python<'_>) -> PyResult<(u32, Option<i64>, Vec<RefusedTuple>)> {
-        let start = self.with(py, |c| c.begin_write())?;
-        Ok((
-            start.waits(),
-            start.floor(),
-            refused_tuples(start.refused()),
-        ))
-    }
-
     /// Sets up the floor schema, running `extra_sql` first, and stores the required floor.
     #[pyo3(signature = (extra_sql = None))]
     fn setup_schema(&self, py: Python<'_>, extra_sql: Option<&str>) -> PyResult<()> {

@@ -257,22 +257,20 @@ impl PgWrite {
     /// The refused writers still connected when the write started.
     #[getter]
     fn refused(&self, py: Python<'_>) -> Py<PyAny> {
-        let mut state = self.state();
-        state
-            .refused
-            .get_or_insert_with(|| PyList::empty(py).into_any().unbind())
-            .clone_ref(py)
+        list_in(py, &mut self.state().refused)
     }
 
     /// The writer alert texts to raise on the ledger.
     #[getter]
     fn alerts(&self, py: Python<'_>) -> Py<PyAny> {
-        let mut state = self.state();
-        state
-            .alerts
-            .get_or_insert_with(|| PyList::empty(py).into_any().unbind())
-            .clone_ref(py)
+        list_in(py, &mut self.state().alerts)
     }
+}
+
+/// The list kept in `slot`, made empty the first time it is asked for.
+fn list_in(py: Python<'_>, slot: &mut Option<Py<PyAny>>) -> Py<PyAny> {
+    slot.get_or_insert_with(|| PyList::empty(py).into_any().unbind())
+        .clone_ref(py)
 }
 
 /// Adds the class to the module.

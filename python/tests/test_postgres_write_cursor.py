@@ -137,8 +137,9 @@ def test_rollback_failure_is_noted_on_the_blocks_error(pg_db) -> None:  # type: 
     admin = pg_db.connect()
     with pytest.raises(RuntimeError) as err:
         with c.write("main"):
-            # The server ends the session under the write; then the block fails.
-            admin.execute("SELECT pg_terminate_backend(?)", (c.pid,))
+            # The server ends the session under the write (waiting until it is gone, so the
+            # rollback cannot slip in first); then the block fails.
+            assert admin.execute(f"SELECT pg_terminate_backend({c.pid}, 5000)").fetchone() == (True,)
             admin.commit()
             raise RuntimeError("the block failed")
     # The block's own error stays what it is, and carries the rollback's failure.

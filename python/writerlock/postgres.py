@@ -456,11 +456,7 @@ class Cursor:
         autocommit mode, a transaction is opened first when none is open."""
         if self._closed:
             self._check_open()
-        description, rows, self.rowcount, self.lastrowid = self._run(sql, params, _within)
-        self._rows = None if description is None else rows
-        self.description = description
-        self._pos = 0
-        return self
+        return self._take(*self._run(sql, params, _within))
 
     def _take(
         self,
@@ -469,12 +465,8 @@ class Cursor:
         rowcount: int,
         lastrowid: Optional[int],
     ) -> "Cursor":
-        """Holds the result of a statement a write ran (see ``PgSession.execute``)."""
-        if description is not None and rows:
-            description, rows, rowcount, lastrowid = self._settle(
-                (description, rows, rowcount, lastrowid)
-            )
-        self._rows = None if description is None else rows
+        """Holds a statement's result (``PgSession.execute``'s, here or in a write)."""
+        self._rows = None if description is None else self._localized(description, rows)
         self.description = description
         self.rowcount = rowcount
         self.lastrowid = lastrowid
@@ -485,29 +477,23 @@ class Cursor:
         self, sql: str, params: Params, within: Optional[int]
     ) -> Tuple[Any, List[Tuple[Any, ...]], int, Optional[int]]:
         """Runs one statement (opening the implicit transaction unless in autocommit mode or
-        inside a write); returns ``(description, rows, rowcount, lastrowid)``, timestamptz
-        values in the session's TimeZone."""
+        inside a write); returns ``(description, rows, rowcount, lastrowid)``."""
         if not isinstance(sql, str):
             raise TypeError(f"sql must be a str, not {type(sql).__name__}")
         conn = self.connection
-        result = conn._session.execute(sql, params, within, within is None and not conn._autocommit)
-        return self._settle(result)
+        return conn._session.execute(sql, params, within, within is None and not conn._autocommit)
 
-    def _settle(
-        self, result: Tuple[Any, List[Tuple[Any, ...]], int, Optional[int]]
-    ) -> Tuple[Any, List[Tuple[Any, ...]], int, Optional[int]]:
-        """``PgSession.execute``'s result with timestamptz values in the session's TimeZone."""
-        description, rows, rowcount, lastrowid = result
-        conn = self.connection
-        if description is not None and rows:
+    def _localized(self, description: Any, rows: List[Tuple[Any, ...]]) -> List[Tuple[Any, ...]]:
+        """``rows`` with their timestamptz values in the session's TimeZone."""
+        if rows:
             zoned = [i for i, d in enumerate(description) if d[1] in _ZONED]
             if zoned:
-                zone = conn._session_zone()
+                zone = self.connection._session_zone()
                 rows = [
                     tuple(_localized(v, zone) if i in zoned else v for i, v in enumerate(row))
                     for row in rows
                 ]
-        return description, rows, rowcount, lastrowid
+        return rows
 
     def executemany(
         self, sql: str, seq_of_params: Iterable[Params], *, _within: Optional[int] = None
@@ -665,7 +651,7 @@ class ServerCursor(Cursor):
             f"FETCH FORWARD {how} FROM {self._ident}", None, self._within
         )
         self.description = description
-        self._rows = rows
+        self._rows = self._localized(description, rows)
         self._pos = 0
         self.rowcount += len(rows)
         if count is None or len(rows) < count:

@@ -849,12 +849,6 @@ impl Connection {
         self.socket.is_some()
     }
 
-    /// Runs `sql` as one simple-query message outside the connection's transaction
-    /// tracking (for statements that leave the transaction as it is, such as `PREPARE`).
-    pub(crate) fn run_untracked(&mut self, sql: &str) -> Result<(), Error> {
-        self.simple(sql)
-    }
-
     /// Before `sql` runs: when it may drop the server's prepared statements (`DISCARD ALL`,
     /// `DEALLOCATE`), forgets the kept ones (see [`super::prepared`]); returns whether it
     /// did.
@@ -915,7 +909,7 @@ impl Connection {
             // One unnamed statement, one round trip.
             None => self
                 .client
-                .query_typed_raw(sql, params.iter().map(|v| (v, v.declared_type()))),
+                .query_typed_raw(sql, params.iter().zip(types.iter().cloned())),
         }
         .map_err(|err| {
             if kept {
@@ -1292,12 +1286,7 @@ pub fn application_name_of(args: &[String]) -> String {
 
 /// Whether a transaction-ending statement commits (`COMMIT`, `END`) rather than rolls back.
 fn is_commit(sql: &str) -> bool {
-    let word: String = sql
-        .trim_start_matches(|c: char| c.is_whitespace() || c == '(' || c == ';')
-        .chars()
-        .take_while(char::is_ascii_alphabetic)
-        .collect();
-    matches!(word.to_ascii_uppercase().as_str(), "COMMIT" | "END")
+    super::words::starts_with_any(sql, &["COMMIT", "END"])
 }
 
 /// Where this session's socket should be connected to, from what the server reported: over

@@ -57,6 +57,7 @@ mod socket;
 pub mod sql;
 pub mod tls;
 pub mod value;
+pub mod words;
 pub mod writer;
 
 pub use address::Address;

@@ -92,16 +92,12 @@ pub(crate) fn inline(sql: &str, params: &[super::Value]) -> Option<String> {
 /// `SHOW`, `EXPLAIN`, `FETCH` or `EXECUTE`, or has `RETURNING` somewhere. A statement that
 /// returned no row is described again only then, to give its columns.
 pub(crate) fn may_return_rows(sql: &str) -> bool {
-    let first: String = sql
-        .trim_start_matches(|c: char| c.is_whitespace() || c == '(')
-        .chars()
-        .take_while(char::is_ascii_alphabetic)
-        .collect::<String>()
-        .to_ascii_uppercase();
-    matches!(
-        first.as_str(),
-        "SELECT" | "WITH" | "VALUES" | "TABLE" | "SHOW" | "EXPLAIN" | "FETCH" | "EXECUTE"
-    ) || sql.to_ascii_uppercase().contains("RETURNING")
+    super::words::starts_with_any(
+        sql,
+        &[
+            "SELECT", "WITH", "VALUES", "TABLE", "SHOW", "EXPLAIN", "FETCH", "EXECUTE",
+        ],
+    ) || super::words::mentions(sql, "returning")
 }
 
 struct Marks {

@@ -18,6 +18,8 @@ use std::collections::HashMap;
 use postgres::types::Type;
 use postgres::Statement;
 
+use super::words::mentions;
+
 /// How many times a statement runs unprepared before it is prepared, on its next run
 /// (psycopg 3's `prepare_threshold` default).
 pub const PREPARE_THRESHOLD: u32 = 5;
@@ -184,15 +186,7 @@ impl Variant {
 /// Whether `sql` may drop the session's prepared statements on the server (`DISCARD ALL`,
 /// `DEALLOCATE`), anywhere in it; a false alarm only costs preparing statements again.
 pub(crate) fn drops_prepared(sql: &str) -> bool {
-    let lower = sql.to_ascii_lowercase();
-    ["discard", "deallocate"].iter().any(|word| {
-        lower.match_indices(word).any(|(at, _)| {
-            let before = lower[..at].chars().next_back();
-            let after = lower[at + word.len()..].chars().next();
-            let part_of_word = |c: char| c.is_alphanumeric() || c == '_';
-            !before.is_some_and(part_of_word) && !after.is_some_and(part_of_word)
-        })
-    })
+    mentions(sql, "discard") || mentions(sql, "deallocate")
 }
 
 #[cfg(test)]

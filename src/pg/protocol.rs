@@ -1217,10 +1217,15 @@ mod tests {
     ) -> (Vec<StatementKind>, WriteStart) {
         let mut all = vec![check_row(Some(1), "1", count)];
         all.extend(replies);
-        let (kinds, step) = drive(
+        granted(
             Protocol::write_in_one_message(&Settings::new(), TxState::Idle).known_clean(known),
             all,
-        );
+        )
+    }
+
+    /// Drives `p` like [`drive`] and expects it to grant the write.
+    fn granted(p: Protocol, replies: Vec<Reply>) -> (Vec<StatementKind>, WriteStart) {
+        let (kinds, step) = drive(p, replies);
         let Step::Granted(start) = step else {
             panic!("{step:?}")
         };
@@ -1278,18 +1283,12 @@ mod tests {
             format!("EXECUTE {FLOOR_CHECK_STATEMENT}")
         );
         // The reply is read the same way.
-        let (kinds, start) = {
-            let (kinds, step) = drive(
-                one(TxState::Idle)
-                    .known_clean(Some(7))
-                    .floor_check_prepared(true),
-                vec![check_row(Some(1), "1", Some(7))],
-            );
-            let Step::Granted(start) = step else {
-                panic!("{step:?}")
-            };
-            (kinds, start)
-        };
+        let (kinds, start) = granted(
+            one(TxState::Idle)
+                .known_clean(Some(7))
+                .floor_check_prepared(true),
+            vec![check_row(Some(1), "1", Some(7))],
+        );
         assert_eq!(kinds, [StatementKind::StartWrite]);
         assert_eq!((start.floor(), start.refusals_clean()), (Some(1), Some(7)));
     }

@@ -162,7 +162,9 @@ impl Connection {
         if !self.is_direct() || self.refusals_clean.is_none() || self.tx_state() != TxState::Idle {
             return false;
         }
-        let prepared = self.run_untracked(prepare_floor_check_sql()).is_ok();
+        // Outside a transaction `PREPARE` leaves none open; a lost session is marked lost
+        // and the write's start then says so.
+        let prepared = self.execute_batch(prepare_floor_check_sql()).is_ok();
         self.floor_check_prepared = Some(prepared);
         prepared
     }
